@@ -1,0 +1,2 @@
+/* placeholder until the model builder lands */
+int main(void) { return 0; }
