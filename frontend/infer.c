@@ -99,6 +99,9 @@ int mp_infer_subgraph(mp_graph *sub, mp_err *err)
         const mp_value *o = find_outer(sub, v->name);
         if (!o) continue;
         v->kind = o->kind;
+        v->elem_kind = o->elem_kind;
+        v->seqlen = o->seqlen;
+        v->elems = o->elems;
         mp_value_set(sub, i, o->dtype, o->rank, o->dims);
         v->konst = o->konst;
         v->symdata = o->symdata;

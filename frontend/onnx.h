@@ -33,4 +33,28 @@ void mp_onnx_close(mp_model *m);
  * in the arena (payload decoded only if want_data). */
 mp_tensor *mp_onnx_read_tensor(mp_arena *a, const void *buf, size_t size, bool want_data, mp_err *err);
 
+/* ---- shared by the importer's files (onnx_import.c, onnx_tensor.c) ------ */
+
+struct Onnx__TensorProto;
+struct Onnx__SparseTensorProto;
+
+/* A TensorProto payload that the importer dropped from the bytes protobuf-c
+ * unpacked, found in the file by walking the wire format instead. */
+typedef struct mp_onnx_payload {
+    int field;                 /* 0: none dropped; 9 raw_data; 4, 5, 7, 10, 11: that packed typed field */
+    int64_t offset, length;    /* bytes of the payload, from the start of the buffer */
+    int64_t count;             /* typed fields: elements */
+} mp_onnx_payload;
+
+/* Checks a tensor's dtype, dims and payload size (what names it in messages);
+ * fills *ref (offsets of a dropped payload, external data, INLINE when the
+ * payload is in the struct, NONE when empty) and *numel. */
+int mp_onnx_tensor_check(const struct Onnx__TensorProto *tp, const mp_onnx_payload *pl, const char *what,
+                         mp_data_ref *ref, int64_t *numel, mp_arena *a, mp_err *err);
+/* Decodes a checked tensor; its payload (if in the struct) only when want_data, else data = NULL. */
+mp_tensor *mp_onnx_tensor_decode(mp_arena *a, const struct Onnx__TensorProto *tp, bool want_data);
+/* Checks and densifies a sparse tensor (data only when want_data and at most MP_FOLD_MAX_ELEMS). */
+mp_tensor *mp_onnx_sparse_decode(mp_arena *a, const struct Onnx__SparseTensorProto *sp, bool want_data,
+                                 const char *what, mp_err *err);
+
 #endif

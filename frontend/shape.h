@@ -36,7 +36,8 @@ int mp_norm_axis(int64_t axis, int rank, bool allow_end, int64_t *out, mp_err *e
  * element count, or -1 when the contents are not known or longer than max. */
 int mp_const_ints(const mp_value *v, int64_t *out, int max);
 /* Like mp_const_ints but also accepts symbolic entries (value->symdata), so
- * Shape(x) of x[batch,3] reads as {batch, 3}. Returns count or -1. */
+ * Shape(x) of x[batch,3] reads as {batch, 3}; a negative known entry reads as
+ * {value, MP_SYM_LITERAL}. Returns count or -1. */
 int mp_const_dims(const mp_graph *g, const mp_value *v, mp_dim *out, int max);
 /* True when the value's contents are known (konst != NULL). */
 static inline bool mp_is_const(const mp_value *v) { return v && v->konst; }

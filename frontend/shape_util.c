@@ -82,7 +82,7 @@ int mp_const_dims(const mp_graph *g, const mp_value *v, mp_dim *out, int max)
     if (v->konst) {
         int64_t tmp[MP_MAX_RANK];
         int k = mp_const_ints(v, tmp, max < MP_MAX_RANK ? max : MP_MAX_RANK);
-        for (int i = 0; i < k; i++) out[i] = mp_dim_of(tmp[i]);
+        for (int i = 0; i < k; i++) out[i] = tmp[i] >= 0 ? mp_dim_of(tmp[i]) : (mp_dim){tmp[i], MP_SYM_LITERAL};
         return k;
     }
     if (v->symdata && v->nsymdata <= max) {
@@ -110,7 +110,7 @@ int mp_set_out_dims(mp_graph *g, const mp_node *n, int i, const mp_dim *d, int c
 {
     if (i >= n->nout || n->out[i] < 0) return 0;
     bool known = true;
-    for (int k = 0; k < count; k++) known = known && mp_dim_resolve(g, d[k]).v >= 0;
+    for (int k = 0; k < count; k++) known = known && (mp_dim_resolve(g, d[k]).v >= 0 || d[k].sym == MP_SYM_LITERAL);
     if (known) {
         int64_t len = count;
         mp_tensor *t = mp_tensor_new(g->arena, MP_INT64, scalar ? 0 : 1, &len);

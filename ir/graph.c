@@ -98,6 +98,7 @@ int32_t mp_graph_add_value(mp_graph *g, const char *name)
     v->rank = -1;
     v->bytes = -1;
     v->producer = -1;
+    v->seqlen = -1;
     map_insert(g, id);
     return id;
 }
@@ -203,7 +204,8 @@ mp_dim mp_sym_dim(mp_graph *g, const char *name)
 void mp_symbol_bind(mp_graph *g, const char *name, int64_t v)
 {
     g = mp_graph_root(g);
-    g->symbol_values[mp_symbol(g, name)] = v;
+    int32_t s = mp_symbol(g, name); /* may grow symbol_values */
+    g->symbol_values[s] = v;
 }
 
 mp_dim mp_dim_resolve(const mp_graph *g, mp_dim d)

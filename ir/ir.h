@@ -89,6 +89,10 @@ typedef struct mp_dim {
 } mp_dim;
 
 #define MP_DIM_UNKNOWN ((mp_dim){-1, -1})
+/* Only in a shape vector's entries (mp_value.symdata): a known value that is
+ * no dim, such as Reshape's -1, is held as {value, MP_SYM_LITERAL}, so that
+ * (batch, -1) keeps its -1 apart from an unknown entry. */
+#define MP_SYM_LITERAL (-2)
 static inline mp_dim mp_dim_of(int64_t v) { return (mp_dim){v, -1}; }
 static inline bool mp_dim_known(mp_dim d) { return d.v >= 0; }
 /* Same dimension: equal values, or the same unbound symbol. */
@@ -164,6 +168,14 @@ typedef struct mp_value {
      * (e.g. Shape of [batch, 3]); nsymdata entries, NULL when not tracked. */
     mp_dim *symdata;
     int32_t nsymdata;
+    /* SEQUENCE (or OPTIONAL holding one): element count, -1 until known; a
+     * known-empty sequence (0) constrains no element type. OPTIONAL: what it
+     * holds, MP_KIND_TENSOR or MP_KIND_SEQUENCE (dtype/shape describe the tensors). */
+    int64_t seqlen;
+    mp_value_kind elem_kind;
+    /* SEQUENCE (or OPTIONAL holding one) of known length: each element's
+     * dtype and shape (seqlen entries), NULL when not tracked. */
+    struct mp_type *elems;
 } mp_value;
 
 /* ---- attributes (every ONNX kind) --------------------------------------- */
@@ -188,6 +200,16 @@ typedef enum mp_attr_type {
 
 struct mp_graph;
 
+/* A value type as a TYPE_PROTO attribute gives it (e.g. Optional's `type`):
+ * the outermost kind, and the element tensor's dtype and shape (rank -1: unknown). */
+typedef struct mp_type {
+    mp_value_kind kind;
+    mp_value_kind elem_kind;      /* OPTIONAL: what it holds (as mp_value.elem_kind) */
+    mp_dtype dtype;
+    int rank;
+    mp_dim *dims;
+} mp_type;
+
 typedef struct mp_attr {
     const char *name;
     mp_attr_type type;
@@ -201,6 +223,7 @@ typedef struct mp_attr {
     const char **strings;
     mp_tensor **tensors;          /* TENSOR: tensors[0]; TENSORS: n of them; SPARSE: densified */
     struct mp_graph **graphs;     /* GRAPH: graphs[0]; GRAPHS: n of them */
+    mp_type *types;               /* TYPE_PROTO: types[0]; TYPE_PROTOS: n of them */
 } mp_attr;
 
 /* ---- nodes -------------------------------------------------------------- */

@@ -1,0 +1,661 @@
+/* inspect.c - `memplan inspect`: what a model holds (ops, parameters, buffers,
+ * inputs, outputs, largest tensors), as text or JSON (docs/json.md).
+ *
+ * The value roles (parameter, buffer, constant, ...) are decided here from the
+ * graph alone, so later subcommands reuse mp_cli_classify() for their counts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "json.h"
+
+#define INSPECT_OPTS                                                                                                 \
+    (MP_OPT_BIT(BATCH) | MP_OPT_BIT(DIM) | MP_OPT_BIT(JSON) | MP_OPT_BIT(PARAMS_AS_INPUTS) | MP_OPT_BIT(DATA_INPUTS) | \
+     MP_OPT_BIT(BUFFERS) | MP_OPT_BIT(NO_INFER))
+#define LARGEST_N 10
+
+const char *const mp_role_names[MP_ROLE_COUNT] = {
+    [MP_ROLE_ACTIVATION] = "activation", [MP_ROLE_INPUT] = "input",       [MP_ROLE_PARAM] = "parameter",
+    [MP_ROLE_BUFFER] = "buffer",         [MP_ROLE_CONST] = "constant",
+};
+const char *const mp_buffer_why_names[MP_BUF_WHY_COUNT] = {
+    [MP_BUF_NONE] = "none",
+    [MP_BUF_BATCHNORM] = "batchnorm_running_stats",
+    [MP_BUF_CROPPED_TABLE] = "cropped_table",
+    [MP_BUF_NAMED] = "named",
+};
+
+/* ---- classification ------------------------------------------------------- */
+
+static bool is_default_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
+static bool node_is(const mp_node *n, const char *op) { return is_default_domain(n->domain) && !strcmp(n->op_type, op); }
+
+/* A data input, before binding: named by --data-inputs, else one whose first
+ * dim is not a fixed number (symbolic or unknown: what --batch binds). */
+static bool is_data_input(const mp_value *v, const mp_cli_opts *o)
+{
+    if (o->data_inputs) return mp_cli_list_has(o->data_inputs, v->name);
+    return v->rank >= 1 && v->dims[0].v < 0;
+}
+
+struct name_check {
+    const mp_graph *g;
+    const uint8_t *role;
+    const char *option;
+    mp_err *err;
+    bool want_input;     /* --data-inputs: must be a graph input; --buffers: an initializer or parameter input */
+};
+
+static int check_name(const char *name, size_t len, void *ctx)
+{
+    struct name_check *c = ctx;
+    for (int32_t i = 0; i < c->g->nvalues; i++) {
+        const mp_value *v = &c->g->values[i];
+        if (strlen(v->name) != len || strncmp(v->name, name, len)) continue;
+        if (c->want_input ? (v->flags & MP_VAL_INPUT) != 0 : c->role[i] != MP_ROLE_ACTIVATION && c->role[i] != MP_ROLE_INPUT)
+            return 0;
+    }
+    int shown = len < 200 ? (int)len : 200;
+    return mp_fail(c->err, "%s: the model has no %s '%.*s'", c->option,
+                   c->want_input ? "graph input" : "initializer or parameter input", shown, name);
+}
+
+/* Values computed from a Shape or Size (in file order, which ONNX requires to
+ * be topological): the bounds of a Slice that crops a table to the input. */
+static bool *shape_derived_values(const mp_graph *g)
+{
+    bool *d = calloc((size_t)g->nvalues + 1, sizeof *d);
+    if (!d) return NULL;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        bool from = node_is(n, "Shape") || node_is(n, "Size");
+        for (int k = 0; k < n->nin && !from; k++) from = n->in[k] >= 0 && d[n->in[k]];
+        if (from)
+            for (int k = 0; k < n->nout; k++)
+                if (n->out[k] >= 0) d[n->out[k]] = true;
+    }
+    return d;
+}
+
+int mp_cli_classify(const mp_graph *g, const mp_cli_opts *o, uint8_t *role, uint8_t *why, mp_err *err)
+{
+    uint8_t *whys = why ? why : calloc((size_t)g->nvalues + 1, 1);
+    if (!whys) return mp_fail(err, "out of memory");
+    memset(role, MP_ROLE_ACTIVATION, (size_t)g->nvalues);
+    memset(whys, MP_BUF_NONE, (size_t)g->nvalues);
+    int rc = -1;
+    bool *shape_derived = NULL, *used = NULL, *cropped_only = NULL;
+
+    /* pass 1: inputs and initializers */
+    struct name_check chk = {g, role, "--data-inputs", err, true};
+    if (o->data_inputs && mp_cli_list_each(o->data_inputs, check_name, &chk)) goto done;
+    int ndata = 0; /* inputs that are surely data: told as above, or not float (token ids) */
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        const mp_value *v = &g->values[g->inputs[i]];
+        bool data = is_data_input(v, o) || !mp_dtype_is_float(v->dtype);
+        ndata += data;
+        role[g->inputs[i]] = o->params_as_inputs && !data ? MP_ROLE_PARAM : MP_ROLE_INPUT;
+    }
+    if (o->params_as_inputs && !ndata && g->ninputs) {
+        mp_fail(err, "--params-as-inputs: no input has a symbolic first dimension, so data inputs cannot be told from "
+                     "parameters: name them with --data-inputs");
+        goto done;
+    }
+    for (int32_t i = 0; i < g->ninits; i++) {
+        const mp_value *v = &g->values[g->inits[i]];
+        role[g->inits[i]] = mp_dtype_is_float(v->dtype) ? MP_ROLE_PARAM : MP_ROLE_CONST;
+    }
+
+    /* pass 2: BatchNormalization running mean and variance are state, not weights */
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        if (!node_is(n, "BatchNormalization")) continue;
+        for (int k = 3; k <= 4 && k < n->nin; k++)
+            if (n->in[k] >= 0 && role[n->in[k]] == MP_ROLE_PARAM) {
+                role[n->in[k]] = MP_ROLE_BUFFER;
+                whys[n->in[k]] = MP_BUF_BATCHNORM;
+            }
+    }
+
+    /* pass 3: a float tensor that is only ever cropped by a Slice whose bounds
+     * come from an input's shape is a table cached for the longest input (a
+     * causal mask, a rotary cache: PyTorch's register_buffer), not a weight. */
+    shape_derived = shape_derived_values(g);
+    used = calloc((size_t)g->nvalues + 1, sizeof *used);
+    cropped_only = calloc((size_t)g->nvalues + 1, sizeof *cropped_only);
+    if (!shape_derived || !used || !cropped_only) {
+        mp_fail(err, "out of memory");
+        goto done;
+    }
+    for (int32_t i = 0; i < g->nvalues; i++) cropped_only[i] = true;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        bool crops = node_is(n, "Slice") && n->nin >= 3 && ((n->in[1] >= 0 && shape_derived[n->in[1]]) ||
+                                                             (n->in[2] >= 0 && shape_derived[n->in[2]]));
+        for (int k = 0; k < n->nin; k++) {
+            int32_t v = n->in[k];
+            if (v < 0) continue;
+            used[v] = true;
+            if (!(crops && k == 0)) cropped_only[v] = false;
+        }
+    }
+    for (int32_t i = 0; i < g->nvalues; i++)
+        if (role[i] == MP_ROLE_PARAM && used[i] && cropped_only[i]) {
+            role[i] = MP_ROLE_BUFFER;
+            whys[i] = MP_BUF_CROPPED_TABLE;
+        }
+
+    /* pass 4: --buffers names what the rules above cannot know */
+    chk = (struct name_check){g, role, "--buffers", err, false};
+    if (o->buffers && mp_cli_list_each(o->buffers, check_name, &chk)) goto done;
+    for (int32_t i = 0; i < g->nvalues && o->buffers; i++)
+        if (role[i] != MP_ROLE_ACTIVATION && role[i] != MP_ROLE_INPUT && mp_cli_list_has(o->buffers, g->values[i].name)) {
+            role[i] = MP_ROLE_BUFFER;
+            whys[i] = MP_BUF_NAMED;
+        }
+    rc = 0;
+done:
+    free(shape_derived);
+    free(used);
+    free(cropped_only);
+    if (!why) free(whys);
+    return rc;
+}
+
+/* ---- the summary ---------------------------------------------------------- */
+
+typedef struct tally {
+    int64_t tensors, count, bytes;  /* count: elements (PyTorch's numel) */
+    int64_t unsized;                /* tensors whose shape is not fully known (not in count/bytes) */
+} tally;
+
+typedef struct role_sum {
+    tally all;
+    tally by_dtype[MP_DTYPE_COUNT];
+    int64_t why[MP_BUF_WHY_COUNT];
+} role_sum;
+
+typedef struct op_count {
+    const char *key;                /* "Conv", or "domain:Op" outside ai.onnx */
+    int64_t n;
+} op_count;
+
+typedef struct summary {
+    const mp_cli_opts *o;
+    mp_graph *g;
+    uint8_t *role, *why;
+    role_sum roles[MP_ROLE_COUNT];
+    role_sum constant_nodes;        /* outputs of Constant nodes (some exporters store weights so) */
+    op_count *ops;
+    int nops;
+    int32_t largest[LARGEST_N];
+    int nlargest;
+    int64_t unsized;                /* values not ranked among the largest */
+} summary;
+
+static void tally_add(tally *t, const mp_value *v)
+{
+    int64_t n = mp_value_numel(v);
+    t->tensors++;
+    if (n < 0 || v->bytes < 0 || !mp_add_ok(t->count, n, &t->count) || !mp_add_ok(t->bytes, v->bytes, &t->bytes))
+        t->unsized++;
+}
+
+static int cmp_ops(const void *a, const void *b)
+{
+    const op_count *x = a, *y = b;
+    if (x->n != y->n) return x->n > y->n ? -1 : 1;
+    return strcmp(x->key, y->key);
+}
+
+static int count_ops(summary *s)
+{
+    mp_graph *g = s->g;
+    s->ops = calloc((size_t)g->nnodes + 1, sizeof *s->ops);
+    if (!s->ops) return -1;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        char key[256];
+        if (is_default_domain(n->domain))
+            snprintf(key, sizeof key, "%s", n->op_type);
+        else
+            snprintf(key, sizeof key, "%s:%s", n->domain, n->op_type);
+        int k = 0;
+        while (k < s->nops && strcmp(s->ops[k].key, key)) k++;
+        if (k == s->nops) s->ops[s->nops++].key = mp_arena_strdup(g->arena, key);
+        s->ops[k].n++;
+    }
+    qsort(s->ops, (size_t)s->nops, sizeof *s->ops, cmp_ops);
+    return 0;
+}
+
+/* Keeps the LARGEST_N biggest sized values, biggest first, ties by id. */
+static void rank_largest(summary *s)
+{
+    for (int32_t i = 0; i < s->g->nvalues; i++) {
+        const mp_value *v = &s->g->values[i];
+        if (v->bytes < 0 || v->dtype == MP_UNDEFINED) {
+            s->unsized++;
+            continue;
+        }
+        int k = s->nlargest;
+        while (k > 0 && s->g->values[s->largest[k - 1]].bytes < v->bytes) k--;
+        if (k == LARGEST_N) continue;
+        int last = s->nlargest < LARGEST_N ? s->nlargest++ : LARGEST_N - 1;
+        memmove(&s->largest[k + 1], &s->largest[k], (size_t)(last - k) * sizeof *s->largest);
+        s->largest[k] = i;
+    }
+}
+
+static int summarize(summary *s)
+{
+    mp_graph *g = s->g;
+    for (int32_t i = 0; i < g->nvalues; i++) {
+        const mp_value *v = &g->values[i];
+        role_sum *r = &s->roles[s->role[i]];
+        tally_add(&r->all, v);
+        tally_add(&r->by_dtype[mp_dtype_valid(v->dtype) ? v->dtype : MP_UNDEFINED], v);
+        r->why[s->why[i]]++;
+        if (v->producer >= 0 && v->producer < g->nnodes && node_is(&g->nodes[v->producer], "Constant")) {
+            tally_add(&s->constant_nodes.all, v);
+            tally_add(&s->constant_nodes.by_dtype[mp_dtype_valid(v->dtype) ? v->dtype : MP_UNDEFINED], v);
+        }
+    }
+    rank_largest(s);
+    return count_ops(s);
+}
+
+/* ---- shared formatting -------------------------------------------------------- */
+
+static const char *fmt_count(int64_t n, char buf[32])
+{
+    char digits[24];
+    int len = snprintf(digits, sizeof digits, "%lld", (long long)n);
+    int k = 0;
+    for (int i = 0; i < len; i++) {
+        buf[k++] = digits[i];
+        int left = len - 1 - i;
+        if (left > 0 && left % 3 == 0 && digits[i] != '-') buf[k++] = ',';
+    }
+    buf[k] = 0;
+    return buf;
+}
+
+static const char *fmt_bytes(int64_t b, char buf[32])
+{
+    if (b < 1024)
+        snprintf(buf, 32, "%lld B", (long long)b);
+    else if (b < (1 << 20))
+        snprintf(buf, 32, "%.1f KiB", b / 1024.0);
+    else if (b < (INT64_C(1) << 30))
+        snprintf(buf, 32, "%.2f MiB", b / (1024.0 * 1024));
+    else
+        snprintf(buf, 32, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
+static const char *domain_name(const char *d) { return is_default_domain(d) ? "ai.onnx" : d; }
+
+static const char *kind_name(mp_value_kind k)
+{
+    static const char *const names[] = {"tensor", "sequence", "optional", "map", "sparse", "other"};
+    return k >= 0 && k <= MP_KIND_OTHER ? names[k] : "other";
+}
+
+static const char *type_str(const mp_graph *g, const mp_value *v, char *buf, size_t n)
+{
+    if (v->kind == MP_KIND_TENSOR) return mp_value_type_str(g, v, buf, n);
+    char inner[448];
+    snprintf(buf, n, "%s(%s)", kind_name(v->kind), mp_value_type_str(g, v, inner, sizeof inner));
+    return buf;
+}
+
+static const char *producer_name(const mp_graph *g, const mp_value *v)
+{
+    return v->producer >= 0 && v->producer < g->nnodes ? g->nodes[v->producer].name : NULL;
+}
+
+/* ---- text ------------------------------------------------------------------- */
+
+static void text_tally(FILE *f, const char *label, const tally *t)
+{
+    char c[32], b[32];
+    if (!t->tensors) {
+        fprintf(f, "%-12snone\n", label);
+        return;
+    }
+    fprintf(f, "%-12s%s in %lld tensor%s, %s", label, fmt_count(t->count, c), (long long)t->tensors,
+            t->tensors == 1 ? "" : "s", fmt_bytes(t->bytes, b));
+    if (t->unsized) fprintf(f, " (%lld of unknown size)", (long long)t->unsized);
+    fputc('\n', f);
+}
+
+static void text_role(FILE *f, const char *label, const role_sum *r)
+{
+    text_tally(f, label, &r->all);
+    for (int t = 0; t < MP_DTYPE_COUNT; t++) {
+        if (!r->by_dtype[t].tensors) continue;
+        char sub[32];
+        snprintf(sub, sizeof sub, "  %s", mp_dtype_name(t));
+        text_tally(f, sub, &r->by_dtype[t]);
+    }
+}
+
+/* Graph inputs that are parameters are left out (they can be hundreds). */
+static bool listed(const summary *s, int32_t id, bool inputs) { return !inputs || s->role[id] == MP_ROLE_INPUT; }
+
+static void text_values(FILE *f, const summary *s, const char *label, const int32_t *ids, int32_t n, bool inputs)
+{
+    int32_t shown = 0, width = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!listed(s, ids[i], inputs)) continue;
+        int w = (int)strlen(s->g->values[ids[i]].name);
+        if (w > width) width = w < 40 ? w : 40;
+        shown++;
+    }
+    fprintf(f, "%s", label);
+    if (shown < n) fprintf(f, " (%lld more are parameters or buffers)", (long long)(n - shown));
+    fputc('\n', f);
+    for (int32_t i = 0; i < n; i++) {
+        if (!listed(s, ids[i], inputs)) continue;
+        const mp_value *v = &s->g->values[ids[i]];
+        char t[512];
+        fprintf(f, "  %-*s  %s\n", width, v->name, type_str(s->g, v, t, sizeof t));
+    }
+}
+
+static void print_text(FILE *f, const summary *s)
+{
+    const mp_graph *g = s->g;
+    char c[32], b[32];
+    fprintf(f, "%-12s%s\n", "model", s->o->model);
+    fprintf(f, "%-12s%s%s%s\n", "producer", g->producer && *g->producer ? g->producer : "(none)",
+            g->producer_version && *g->producer_version ? " " : "", g->producer_version ? g->producer_version : "");
+    fprintf(f, "%-12s%lld\n", "ir_version", (long long)g->ir_version);
+    fprintf(f, "%-12s", "opsets");
+    for (int i = 0; i < g->nopsets; i++)
+        fprintf(f, "%s%s %lld", i ? ", " : "", domain_name(g->opsets[i].domain), (long long)g->opsets[i].version);
+    fputc('\n', f);
+    if (g->nsymbols) {
+        fprintf(f, "%-12s", "symbols");
+        for (int i = 0; i < g->nsymbols; i++) {
+            fprintf(f, "%s%s", i ? ", " : "", g->symbols[i]);
+            if (g->symbol_values[i] >= 0) fprintf(f, "=%lld", (long long)g->symbol_values[i]);
+            else fprintf(f, " (unbound)");
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "%-12s%s\n", "nodes", fmt_count(g->nnodes, c));
+    int width = 0;
+    for (int i = 0; i < s->nops; i++)
+        if ((int)strlen(s->ops[i].key) > width) width = (int)strlen(s->ops[i].key);
+    for (int i = 0; i < s->nops; i++) fprintf(f, "  %-*s  %s\n", width, s->ops[i].key, fmt_count(s->ops[i].n, c));
+
+    text_role(f, "parameters", &s->roles[MP_ROLE_PARAM]);
+    text_role(f, "buffers", &s->roles[MP_ROLE_BUFFER]);
+    static const char *const why_text[MP_BUF_WHY_COUNT] = {
+        [MP_BUF_BATCHNORM] = "BatchNorm running statistics",
+        [MP_BUF_CROPPED_TABLE] = "tables cropped to the input (masks, caches)",
+        [MP_BUF_NAMED] = "named by --buffers",
+    };
+    for (int w = 1; w < MP_BUF_WHY_COUNT; w++)
+        if (s->roles[MP_ROLE_BUFFER].why[w])
+            fprintf(f, "  %-10s%s: %lld\n", "why", why_text[w], (long long)s->roles[MP_ROLE_BUFFER].why[w]);
+    text_role(f, "constants", &s->roles[MP_ROLE_CONST]);
+    if (s->constant_nodes.all.tensors) text_role(f, "Constant op", &s->constant_nodes);
+    text_values(f, s, "inputs", g->inputs, g->ninputs, true);
+    text_values(f, s, "outputs", g->outputs, g->noutputs, false);
+
+    /* size and type first, aligned; the name (often long) last, then where it comes from */
+    fprintf(f, "largest tensors\n");
+    int tw = 4;
+    char t[512];
+    for (int i = 0; i < s->nlargest; i++) {
+        int x = (int)strlen(type_str(g, &g->values[s->largest[i]], t, sizeof t));
+        if (x > tw) tw = x < 40 ? x : 40;
+    }
+    for (int i = 0; i < s->nlargest; i++) {
+        const mp_value *v = &g->values[s->largest[i]];
+        const char *p = producer_name(g, v);
+        fprintf(f, "  %10s  %-*s  %s", fmt_bytes(v->bytes, b), tw, type_str(g, v, t, sizeof t), v->name);
+        if (p) fprintf(f, "  <- %s\n", p);
+        else fprintf(f, "  (%s)\n", mp_role_names[s->role[s->largest[i]]]);
+    }
+    if (s->unsized)
+        fprintf(f, "  (%s tensor%s of unknown size not ranked%s)\n", fmt_count(s->unsized, c), s->unsized == 1 ? "" : "s",
+                mp_unbound_symbol(g) ? ": bind the symbolic dims with --batch or --dim" : "");
+}
+
+/* ---- JSON ------------------------------------------------------------------- */
+
+static void json_tally_fields(mp_json *j, const tally *t)
+{
+    mp_json_key(j, "count");
+    mp_json_int(j, t->count);
+    mp_json_key(j, "tensors");
+    mp_json_int(j, t->tensors);
+    mp_json_key(j, "bytes");
+    mp_json_int(j, t->bytes);
+    mp_json_key(j, "unsized");
+    mp_json_int(j, t->unsized);
+}
+
+static void json_role(mp_json *j, const char *key, const role_sum *r, bool with_why)
+{
+    mp_json_key(j, key);
+    mp_json_begin_object(j);
+    json_tally_fields(j, &r->all);
+    mp_json_key(j, "by_dtype");
+    mp_json_begin_object(j);
+    for (int t = 0; t < MP_DTYPE_COUNT; t++) {
+        if (!r->by_dtype[t].tensors) continue;
+        mp_json_key(j, mp_dtype_name(t));
+        mp_json_begin_object(j);
+        json_tally_fields(j, &r->by_dtype[t]);
+        mp_json_end(j);
+    }
+    mp_json_end(j);
+    if (with_why) {
+        mp_json_key(j, "why");
+        mp_json_begin_object(j);
+        for (int w = 1; w < MP_BUF_WHY_COUNT; w++) {
+            mp_json_key(j, mp_buffer_why_names[w]);
+            mp_json_int(j, r->why[w]);
+        }
+        mp_json_end(j);
+    }
+    mp_json_end(j);
+}
+
+static void json_shape(mp_json *j, const mp_graph *g, const mp_value *v)
+{
+    if (v->rank < 0) {
+        mp_json_null(j);
+        return;
+    }
+    mp_json_begin_inline_array(j);
+    for (int i = 0; i < v->rank; i++) {
+        mp_dim d = mp_dim_resolve(g, v->dims[i]);
+        if (d.v >= 0) mp_json_int(j, d.v);
+        else if (d.sym >= 0 && d.sym < mp_graph_root((mp_graph *)g)->nsymbols) mp_json_str(j, mp_graph_root((mp_graph *)g)->symbols[d.sym]);
+        else mp_json_null(j);
+    }
+    mp_json_end(j);
+}
+
+static void json_value_fields(mp_json *j, const mp_graph *g, const mp_value *v)
+{
+    mp_json_key(j, "name");
+    mp_json_str(j, v->name);
+    if (v->kind != MP_KIND_TENSOR) {
+        mp_json_key(j, "kind");
+        mp_json_str(j, kind_name(v->kind));
+    }
+    mp_json_key(j, "dtype");
+    mp_json_str(j, v->dtype == MP_UNDEFINED ? NULL : mp_dtype_name(v->dtype));
+    mp_json_key(j, "shape");
+    json_shape(j, g, v);
+}
+
+static void json_values(mp_json *j, const summary *s, const char *key, const int32_t *ids, int32_t n, bool inputs)
+{
+    mp_json_key(j, key);
+    mp_json_begin_array(j);
+    for (int32_t i = 0; i < n; i++) {
+        if (!listed(s, ids[i], inputs)) continue;
+        mp_json_begin_object(j);
+        json_value_fields(j, s->g, &s->g->values[ids[i]]);
+        mp_json_end(j);
+    }
+    mp_json_end(j);
+}
+
+static int print_json(FILE *f, const summary *s)
+{
+    const mp_graph *g = s->g;
+    mp_json j;
+    mp_json_init(&j, f, 2);
+    mp_json_begin_object(&j);
+    mp_json_key(&j, "memplan_version");
+    mp_json_str(&j, MEMPLAN_VERSION);
+    mp_json_key(&j, "command");
+    mp_json_str(&j, "inspect");
+    mp_json_key(&j, "file");
+    mp_json_str(&j, s->o->model);
+    mp_json_key(&j, "inferred");
+    mp_json_bool(&j, !s->o->no_infer);
+
+    mp_json_key(&j, "model");
+    mp_json_begin_object(&j);
+    mp_json_key(&j, "ir_version");
+    mp_json_int(&j, g->ir_version);
+    mp_json_key(&j, "producer");
+    mp_json_str(&j, g->producer ? g->producer : "");
+    mp_json_key(&j, "producer_version");
+    mp_json_str(&j, g->producer_version ? g->producer_version : "");
+    mp_json_key(&j, "opsets");
+    mp_json_begin_object(&j);
+    for (int i = 0; i < g->nopsets; i++) {
+        mp_json_key(&j, domain_name(g->opsets[i].domain));
+        mp_json_int(&j, g->opsets[i].version);
+    }
+    mp_json_end(&j);
+    mp_json_end(&j);
+
+    mp_json_key(&j, "symbols");
+    mp_json_begin_object(&j);
+    for (int i = 0; i < g->nsymbols; i++) {
+        mp_json_key(&j, g->symbols[i]);
+        if (g->symbol_values[i] >= 0) mp_json_int(&j, g->symbol_values[i]);
+        else mp_json_null(&j);
+    }
+    mp_json_end(&j);
+
+    mp_json_key(&j, "nodes");
+    mp_json_int(&j, g->nnodes);
+    mp_json_key(&j, "ops");
+    mp_json_begin_object(&j);
+    for (int i = 0; i < s->nops; i++) {
+        mp_json_key(&j, s->ops[i].key);
+        mp_json_int(&j, s->ops[i].n);
+    }
+    mp_json_end(&j);
+
+    json_role(&j, "parameters", &s->roles[MP_ROLE_PARAM], false);
+    json_role(&j, "buffers", &s->roles[MP_ROLE_BUFFER], true);
+    json_role(&j, "constants", &s->roles[MP_ROLE_CONST], false);
+    json_role(&j, "constant_nodes", &s->constant_nodes, false);
+    json_values(&j, s, "inputs", g->inputs, g->ninputs, true);
+    json_values(&j, s, "outputs", g->outputs, g->noutputs, false);
+
+    mp_json_key(&j, "largest_tensors");
+    mp_json_begin_array(&j);
+    for (int i = 0; i < s->nlargest; i++) {
+        const mp_value *v = &g->values[s->largest[i]];
+        mp_json_begin_object(&j);
+        json_value_fields(&j, g, v);
+        mp_json_key(&j, "bytes");
+        mp_json_int(&j, v->bytes);
+        mp_json_key(&j, "role");
+        mp_json_str(&j, mp_role_names[s->role[s->largest[i]]]);
+        mp_json_key(&j, "producer");
+        mp_json_str(&j, producer_name(g, v));
+        mp_json_end(&j);
+    }
+    mp_json_end(&j);
+    mp_json_key(&j, "unsized_tensors");
+    mp_json_int(&j, s->unsized);
+    mp_json_end(&j);
+    return mp_json_finish(&j);
+}
+
+/* ---- the subcommand ------------------------------------------------------------ */
+
+static int inspect_help(void)
+{
+    printf("usage: memplan inspect MODEL.onnx [options]\n\n"
+           "Prints what an ONNX model holds: producer, IR version, opsets, node counts by op,\n"
+           "parameters, buffers and constants (count and bytes by dtype), inputs and outputs\n"
+           "with shapes (symbolic names while unbound) and the %d largest tensors.\n\n"
+           "options:\n",
+           LARGEST_N);
+    mp_cli_print_options(stdout, INSPECT_OPTS);
+    return MP_EXIT_OK;
+}
+
+int mp_cmd_inspect(int argc, char **argv)
+{
+    mp_cli_opts o;
+    int r = mp_cli_parse(argc, argv, INSPECT_OPTS, &o);
+    if (r) return r < 0 ? MP_EXIT_USAGE : inspect_help();
+
+    int rc = MP_EXIT_USAGE;
+    summary s = {.o = &o};
+    char *out = NULL;
+    size_t outlen = 0;
+    FILE *mem = NULL;
+    mp_model *m = mp_cli_load(&o);
+    if (!m) goto done;
+    s.g = m->graph;
+    s.role = malloc((size_t)s.g->nvalues + 1);
+    s.why = malloc((size_t)s.g->nvalues + 1);
+    if (!s.role || !s.why) {
+        mp_cli_error("out of memory");
+        goto done;
+    }
+    mp_err err = {{0}};
+    if (mp_cli_classify(s.g, &o, s.role, s.why, &err)) {
+        mp_cli_model_error(o.model, err.msg);
+        goto done;
+    }
+    if (mp_cli_bind_infer(m, &o)) goto done;
+    if (summarize(&s)) {
+        mp_cli_error("out of memory");
+        goto done;
+    }
+    /* The whole output is built in memory: nothing reaches stdout on failure. */
+    mem = open_memstream(&out, &outlen);
+    if (!mem) {
+        mp_cli_error("out of memory");
+        goto done;
+    }
+    int bad = 0;
+    if (o.json) bad = print_json(mem, &s);
+    else print_text(mem, &s);
+    if (fclose(mem) || bad) {
+        mem = NULL;
+        mp_cli_error("%s: cannot format the output", o.model);
+        goto done;
+    }
+    mem = NULL;
+    rc = mp_cli_emit(out, outlen);
+done:
+    if (mem) fclose(mem);
+    free(out);
+    free(s.ops);
+    free(s.role);
+    free(s.why);
+    if (m) mp_onnx_close(m);
+    mp_cli_opts_free(&o);
+    return rc;
+}

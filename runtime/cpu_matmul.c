@@ -1,0 +1,275 @@
+/* cpu_matmul.c - MatMul, Gemm and Einsum.
+ *
+ * float32/float64 go through OpenBLAS (cblas_sgemm / cblas_dgemm), which the
+ * executor pins to one thread: with a fixed blocking per shape, the same
+ * inputs give the same bits every run. Integer types use a plain triple loop
+ * with wrapping int64 accumulation.
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <string.h>
+
+#include "kernels.h"
+
+/* C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, leading dims given. */
+static void gemm(mp_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t kk, double alpha, const void *a, int64_t lda,
+                 const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    if (m == 0 || n == 0) return;
+    if (t == MP_FLOAT) {
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)kk,
+                    (float)alpha, a, (int)lda, b, (int)ldb, (float)beta, c, (int)ldc);
+        return;
+    }
+    if (t == MP_DOUBLE) {
+        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)kk,
+                    alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+        return;
+    }
+    /* integers: through int64 with wrap-around */
+    int64_t d1 = 1;
+    mp_tensor A = {t, 0, &d1, 1, (void *)a}, B = {t, 0, &d1, 1, (void *)b}, C = {t, 0, &d1, 1, c};
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            uint64_t acc = 0;
+            for (int64_t p = 0; p < kk; p++) {
+                uint64_t x = (uint64_t)mp_tensor_get_i64(&A, ta ? p * lda + i : i * lda + p);
+                uint64_t y = (uint64_t)mp_tensor_get_i64(&B, tb ? j * ldb + p : p * ldb + j);
+                acc += x * y;
+            }
+            uint64_t prev = beta != 0 ? (uint64_t)mp_tensor_get_i64(&C, i * ldc + j) * (uint64_t)(int64_t)beta : 0;
+            mp_tensor_set_i64(&C, i * ldc + j, (int64_t)(acc * (uint64_t)(int64_t)alpha + prev));
+        }
+}
+
+static bool gemm_type(mp_dtype t)
+{
+    return t == MP_FLOAT || t == MP_DOUBLE || t == MP_INT32 || t == MP_INT64 || t == MP_UINT32 || t == MP_UINT64;
+}
+
+static bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+int mp_cpu_MatMul(const mp_kargs *k, mp_err *err)
+{
+    const mp_tensor *a = mp_kin(k, 0), *b = mp_kin(k, 1);
+    mp_tensor *y = mp_kout(k, 0);
+    if (!a || !b || !y) return mp_fail(err, "missing input or output");
+    if (a->dtype != b->dtype || a->dtype != y->dtype) return mp_fail(err, "input and output dtypes differ");
+    if (!gemm_type(a->dtype)) return mp_kunsupported(err, "dtype %s", mp_dtype_name(a->dtype));
+    if (a->rank < 1 || b->rank < 1) return mp_fail(err, "inputs must have rank >= 1");
+    /* 1-D operands are promoted: A [K] -> [1,K], B [K] -> [K,1]. */
+    int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - 2], kk = a->dims[a->rank - 1];
+    int64_t kb = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2], n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+    if (kk != kb) return mp_fail(err, "inner dims differ: %lld and %lld", (long long)kk, (long long)kb);
+    int ba = a->rank > 2 ? a->rank - 2 : 0, bb = b->rank > 2 ? b->rank - 2 : 0, br = ba > bb ? ba : bb;
+    int yr = br + (a->rank > 1) + (b->rank > 1);
+    if (y->rank != yr) return mp_fail(err, "output rank %d, expected %d", y->rank, yr);
+    if ((a->rank > 1 && y->dims[br] != m) || (b->rank > 1 && y->dims[yr - 1] != n)) return mp_fail(err, "output matrix dims disagree");
+    if (!fits_int(m) || !fits_int(n) || !fits_int(kk)) return mp_kunsupported(err, "matrix dims beyond BLAS int range");
+    /* batch broadcast: element strides of A's and B's matrices per batch axis */
+    int64_t bdims[MP_MAX_RANK], sa[MP_MAX_RANK], sb[MP_MAX_RANK], nb = 1;
+    int64_t as = m * kk, bs = kk * n;
+    for (int i = br - 1; i >= 0; i--) {
+        int ia = i - (br - ba), ib = i - (br - bb);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        int64_t d = da > db ? da : db;
+        if ((da != d && da != 1) || (db != d && db != 1) || y->dims[i] != d) return mp_fail(err, "batch dims do not broadcast");
+        bdims[i] = d;
+        sa[i] = da == 1 ? 0 : as;
+        sb[i] = db == 1 ? 0 : bs;
+        as *= da;
+        bs *= db;
+        nb *= d;
+    }
+    size_t es = mp_elem_size(a->dtype);
+    /* B shared by every batch: one GEMM with A's batches stacked into M. */
+    if (bb == 0 && a->rank > 1 && fits_int(nb * m)) {
+        gemm(a->dtype, false, false, nb * m, n, kk, 1, a->data, kk, b->data, n, 0, y->data, n);
+        return 0;
+    }
+    int64_t idx[MP_MAX_RANK] = {0}, oa = 0, ob = 0;
+    for (int64_t t = 0; t < nb; t++) {
+        gemm(a->dtype, false, false, m, n, kk, 1, (const char *)a->data + oa * (int64_t)es, kk,
+             (const char *)b->data + ob * (int64_t)es, n, 0, (char *)y->data + t * m * n * (int64_t)es, n);
+        for (int i = br - 1; i >= 0; i--) {
+            if (++idx[i] < bdims[i]) {
+                oa += sa[i];
+                ob += sb[i];
+                break;
+            }
+            idx[i] = 0;
+            oa -= sa[i] * (bdims[i] - 1);
+            ob -= sb[i] * (bdims[i] - 1);
+        }
+    }
+    return 0;
+}
+
+int mp_cpu_Gemm(const mp_kargs *k, mp_err *err)
+{
+    const mp_tensor *a = mp_kin(k, 0), *b = mp_kin(k, 1), *c = mp_kin(k, 2);
+    mp_tensor *y = mp_kout(k, 0);
+    if (!a || !b || !y) return mp_fail(err, "missing input or output");
+    if (a->dtype != b->dtype || a->dtype != y->dtype || (c && c->dtype != y->dtype)) return mp_fail(err, "dtypes differ");
+    if (!gemm_type(a->dtype)) return mp_kunsupported(err, "dtype %s", mp_dtype_name(a->dtype));
+    if (a->rank != 2 || b->rank != 2 || y->rank != 2) return mp_fail(err, "A, B and Y must be 2-D");
+    bool ta = mp_attr_int(k->node, "transA", 0), tb = mp_attr_int(k->node, "transB", 0);
+    double alpha = mp_attr_float(k->node, "alpha", 1.0f), beta = mp_attr_float(k->node, "beta", 1.0f);
+    int64_t m = ta ? a->dims[1] : a->dims[0], kk = ta ? a->dims[0] : a->dims[1];
+    int64_t kb = tb ? b->dims[1] : b->dims[0], n = tb ? b->dims[0] : b->dims[1];
+    if (kk != kb || y->dims[0] != m || y->dims[1] != n) return mp_fail(err, "A, B and Y dims disagree");
+    if (!fits_int(m) || !fits_int(n) || !fits_int(kk)) return mp_kunsupported(err, "matrix dims beyond BLAS int range");
+    if (c && beta != 0) { /* Y = broadcast(C), then GEMM accumulates into it */
+        int64_t str[2], ys[2] = {n, 1};
+        for (int i = 0; i < 2; i++) {
+            int j = i - (2 - c->rank);
+            int64_t d = j >= 0 ? c->dims[j] : 1;
+            if (d != 1 && d != y->dims[i]) return mp_fail(err, "C does not broadcast to (M, N)");
+            str[i] = d == 1 ? 0 : (j == 0 && c->rank == 2 ? c->dims[1] : 1);
+        }
+        mp_copy_strided(y->data, ys, c->data, str, 2, y->dims, mp_elem_size(y->dtype));
+    } else {
+        beta = 0;
+    }
+    gemm(a->dtype, ta, tb, m, n, kk, alpha, a->data, a->dims[1], b->data, b->dims[1], beta, y->data, n);
+    return 0;
+}
+
+/* ---- Einsum ---------------------------------------------------------------------- */
+
+/* Labels: letters map to 0..51; the axes covered by "..." to 52 and up, right-aligned. */
+#define EIN_LABELS (52 + MP_MAX_RANK)
+
+static int ein_label(char c)
+{
+    if (c >= 'a' && c <= 'z') return c - 'a';
+    if (c >= 'A' && c <= 'Z') return 26 + c - 'A';
+    return -1;
+}
+
+/* Parses one term of `n` axes into labels[]; ell = axes covered by "...". */
+static int ein_term(const char *s, const char *e, int rank, int *labels, int *nl, int *ell, mp_err *err)
+{
+    int count = 0, dots = -1;
+    for (const char *p = s; p < e; p++) {
+        if (*p == ' ') continue;
+        if (*p == '.') {
+            if (dots >= 0 || e - p < 3 || p[1] != '.' || p[2] != '.') return mp_fail(err, "bad ellipsis in equation");
+            dots = count;
+            p += 2;
+            continue;
+        }
+        if (ein_label(*p) < 0) return mp_fail(err, "bad label '%c' in equation", *p);
+        count++;
+    }
+    *ell = dots >= 0 ? rank - count : 0;
+    if (*ell < 0 || (dots < 0 && count != rank)) return mp_fail(err, "term has %d labels for rank %d", count, rank);
+    int at = 0;
+    for (const char *p = s; p < e; p++) {
+        if (*p == ' ') continue;
+        if (*p == '.') {
+            for (int i = 0; i < *ell; i++) labels[at++] = 52 + MP_MAX_RANK - *ell + i;
+            p += 2;
+            continue;
+        }
+        labels[at++] = ein_label(*p);
+    }
+    *nl = at;
+    return 0;
+}
+
+int mp_cpu_Einsum(const mp_kargs *k, mp_err *err)
+{
+    mp_tensor *y = mp_kout(k, 0);
+    const char *eq = mp_attr_str(k->node, "equation", NULL);
+    if (!y || !eq || k->nin < 1 || k->nin > 8) return mp_fail(err, "needs an equation, 1..8 inputs and an output");
+    if (y->dtype != MP_FLOAT && y->dtype != MP_DOUBLE && !mp_dtype_is_int(y->dtype)) return mp_kunsupported(err, "dtype %s", mp_dtype_name(y->dtype));
+    int lab[8][MP_MAX_RANK], nl[8], ell[8], maxell = 0;
+    int64_t size[EIN_LABELS];
+    int count[EIN_LABELS] = {0};
+    for (int i = 0; i < EIN_LABELS; i++) size[i] = -1;
+    const char *p = eq, *arrow = strstr(eq, "->");
+    for (int t = 0; t < k->nin; t++) {
+        const mp_tensor *x = k->in[t];
+        if (!x || x->dtype != y->dtype) return mp_fail(err, "input %d missing or of another dtype", t);
+        const char *e = p;
+        while (*e && *e != ',' && (!arrow || e < arrow)) e++;
+        if (ein_term(p, e, x->rank, lab[t], &nl[t], &ell[t], err)) return -1;
+        if (ell[t] > maxell) maxell = ell[t];
+        for (int i = 0; i < nl[t]; i++) {
+            int l = lab[t][i];
+            int64_t d = x->dims[i];
+            if (size[l] < 0 || size[l] == 1) size[l] = d;
+            else if (d != size[l] && !(l >= 52 && d == 1)) return mp_fail(err, "label sizes disagree");
+            count[l]++;
+        }
+        p = *e == ',' ? e + 1 : e;
+        if (t + 1 < k->nin && *e != ',') return mp_fail(err, "equation has fewer terms than inputs");
+    }
+    int olab[MP_MAX_RANK], no = 0, oell = 0;
+    if (arrow) {
+        if (ein_term(arrow + 2, arrow + 2 + strlen(arrow + 2), y->rank, olab, &no, &oell, err)) return -1;
+        if (oell && oell != maxell) return mp_fail(err, "output ellipsis covers %d axes, inputs %d", oell, maxell);
+    } else { /* implicit: ellipsis axes, then labels seen once, alphabetically */
+        for (int i = 0; i < maxell; i++) olab[no++] = 52 + MP_MAX_RANK - maxell + i;
+        for (int l = 0; l < 52; l++)
+            if (count[l] == 1) {
+                if (no == MP_MAX_RANK) return mp_fail(err, "implicit output rank exceeds %d", MP_MAX_RANK);
+                olab[no++] = l;
+            }
+    }
+    if (no != y->rank) return mp_fail(err, "output has rank %d, equation gives %d", y->rank, no);
+    bool in_out[EIN_LABELS] = {0};
+    for (int i = 0; i < no; i++) {
+        if (size[olab[i]] < 0) return mp_fail(err, "output label not in any input");
+        if (size[olab[i]] != y->dims[i]) return mp_fail(err, "output dim %d disagrees", i);
+        in_out[olab[i]] = true;
+    }
+    int sum[EIN_LABELS], ns = 0;
+    for (int l = 0; l < EIN_LABELS; l++)
+        if (size[l] >= 0 && !in_out[l]) sum[ns++] = l;
+    /* every input's element stride per label (0 for broadcast axes) */
+    int64_t str[8][EIN_LABELS];
+    for (int t = 0; t < k->nin; t++) {
+        int64_t xs[MP_MAX_RANK];
+        memset(str[t], 0, sizeof str[t]);
+        mp_strides(k->in[t]->rank, k->in[t]->dims, xs);
+        for (int i = 0; i < nl[t]; i++)
+            if (k->in[t]->dims[i] != 1) str[t][lab[t][i]] += xs[i];
+    }
+    int64_t inner = 1;
+    for (int i = 0; i < ns; i++) inner *= size[sum[i]];
+    bool is_int = mp_dtype_is_int(y->dtype);
+    int64_t oidx[MP_MAX_RANK] = {0};
+    for (int64_t o = 0; o < y->numel; o++) {
+        int64_t base[8] = {0};
+        for (int t = 0; t < k->nin; t++)
+            for (int i = 0; i < no; i++) base[t] += oidx[i] * str[t][olab[i]];
+        double acc = 0;
+        uint64_t iacc = 0;
+        int64_t sidx[EIN_LABELS] = {0};
+        for (int64_t s = 0; s < inner; s++) {
+            double prod = 1;
+            uint64_t iprod = 1;
+            for (int t = 0; t < k->nin; t++) {
+                int64_t off = base[t];
+                for (int i = 0; i < ns; i++) off += sidx[i] * str[t][sum[i]];
+                if (is_int) iprod *= (uint64_t)mp_tensor_get_i64(k->in[t], off);
+                else prod *= mp_tensor_get_f64(k->in[t], off);
+            }
+            acc += prod;
+            iacc += iprod;
+            for (int i = ns - 1; i >= 0; i--) {
+                if (++sidx[i] < size[sum[i]]) break;
+                sidx[i] = 0;
+            }
+        }
+        if (is_int) mp_tensor_set_i64(y, o, (int64_t)iacc);
+        else mp_tensor_set_f64(y, o, acc);
+        for (int i = no - 1; i >= 0; i--) {
+            if (++oidx[i] < y->dims[i]) break;
+            oidx[i] = 0;
+        }
+    }
+    return 0;
+}
