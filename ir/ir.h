@@ -151,6 +151,29 @@ typedef enum mp_value_kind {
     MP_KIND_OTHER,
 } mp_value_kind;
 
+/* What a tensor is in the training step: memory is reported by these roles. */
+typedef enum mp_role {
+    MP_ROLE_NONE = 0,
+    MP_ROLE_INPUT,                /* data (and labels) fed to the step */
+    MP_ROLE_PARAM,                /* trainable weight */
+    MP_ROLE_BUFFER,               /* non-trainable state the step keeps (BatchNorm running stats) */
+    MP_ROLE_CONST,                /* integer / shape constants */
+    MP_ROLE_ACTIVATION,           /* produced by the forward pass */
+    MP_ROLE_GRAD,                 /* gradient of a parameter */
+    MP_ROLE_OPT_STATE,            /* optimizer state (moments, master weights) */
+    MP_ROLE_TRANSIENT,            /* backward/optimizer temporaries */
+    MP_ROLE_COUNT
+} mp_role;
+
+/* Which part of the step a node belongs to. */
+typedef enum mp_phase {
+    MP_PHASE_FORWARD = 0,
+    MP_PHASE_LOSS,
+    MP_PHASE_BACKWARD,
+    MP_PHASE_OPTIMIZER,
+    MP_PHASE_COUNT
+} mp_phase;
+
 typedef struct mp_value {
     const char *name;
     mp_value_kind kind;
@@ -176,6 +199,7 @@ typedef struct mp_value {
     /* SEQUENCE (or OPTIONAL holding one) of known length: each element's
      * dtype and shape (seqlen entries), NULL when not tracked. */
     struct mp_type *elems;
+    mp_role role;                 /* set by the training-graph pass; NONE before */
 } mp_value;
 
 /* ---- attributes (every ONNX kind) --------------------------------------- */
@@ -238,6 +262,7 @@ typedef struct mp_node {
     int32_t *out;                 /* value ids; -1 for an omitted optional output */
     int32_t nattrs;
     mp_attr *attrs;
+    mp_phase phase;               /* FORWARD for imported nodes */
 } mp_node;
 
 /* ---- graphs -------------------------------------------------------------- */
