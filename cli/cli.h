@@ -98,14 +98,7 @@ int mp_cli_emit(const char *buf, size_t len);
 
 /* ---- model roles (inspect.c): what each top-level value is ---------------- */
 
-typedef enum mp_role {
-    MP_ROLE_ACTIVATION = 0,  /* produced by a node */
-    MP_ROLE_INPUT,           /* a data input of the graph */
-    MP_ROLE_PARAM,           /* trainable: float initializer (or float non-data input with --params-as-inputs) */
-    MP_ROLE_BUFFER,          /* state that is not trained: BatchNorm running statistics, cropped tables, --buffers */
-    MP_ROLE_CONST,           /* integer, bool or string initializer (shape constants, indices) */
-    MP_ROLE_COUNT
-} mp_role;
+/* Roles are the IR's mp_role: inspect uses ACTIVATION, INPUT, PARAM, BUFFER, CONST. */
 
 /* Why a value is a buffer. */
 typedef enum mp_buffer_why {

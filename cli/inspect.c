@@ -17,6 +17,8 @@
 const char *const mp_role_names[MP_ROLE_COUNT] = {
     [MP_ROLE_ACTIVATION] = "activation", [MP_ROLE_INPUT] = "input",       [MP_ROLE_PARAM] = "parameter",
     [MP_ROLE_BUFFER] = "buffer",         [MP_ROLE_CONST] = "constant",
+    [MP_ROLE_NONE] = "none", [MP_ROLE_GRAD] = "gradient", [MP_ROLE_OPT_STATE] = "optimizer_state",
+    [MP_ROLE_TRANSIENT] = "transient",
 };
 const char *const mp_buffer_why_names[MP_BUF_WHY_COUNT] = {
     [MP_BUF_NONE] = "none",
