@@ -200,6 +200,7 @@ typedef struct mp_value {
      * dtype and shape (seqlen entries), NULL when not tracked. */
     struct mp_type *elems;
     mp_role role;                 /* set by the training-graph pass; NONE before */
+    int32_t alias;                /* value whose memory this one overwrites in place, -1 none */
 } mp_value;
 
 /* ---- attributes (every ONNX kind) --------------------------------------- */
