@@ -99,6 +99,7 @@ int32_t mp_graph_add_value(mp_graph *g, const char *name)
     v->bytes = -1;
     v->producer = -1;
     v->seqlen = -1;
+    v->alias = -1;
     map_insert(g, id);
     return id;
 }
