@@ -3,11 +3,10 @@
 
   gpt2_medium_like.onnx        LM(50257, 1024, 1024, 16, 24) of ../shared/tools/export_zoo.py, structure only
   gpt2_medium_like_train.onnx  the same in training mode (the graph the training-step benchmarks use)
-  vgg16_inline.onnx            torchvision's VGG-16 with every weight inline (~553 MB), for import RSS
 
 Usage: bench/export_models.py OUTDIR
 """
-import os, sys, torch, onnx
+import os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "tools"))
 import export_zoo  # noqa: E402  (the shared exporter's LM and export())
@@ -19,10 +18,3 @@ for train in (False, True):
     if not os.path.exists(os.path.join(out, "gpt2_medium_like%s.onnx" % ("_train" if train else ""))):
         export_zoo.export("gpt2_medium_like", out, train)
 
-path = os.path.join(out, "vgg16_inline.onnx")
-if not os.path.exists(path):
-    torch.manual_seed(0)
-    model = export_zoo.M.vgg16().eval()
-    torch.onnx.export(model, (torch.randn(1, 3, 224, 224),), path, input_names=["input"], output_names=["output"],
-                      opset_version=14, dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-    print(f"vgg16_inline: {os.path.getsize(path)} bytes")

@@ -105,9 +105,14 @@ echo "memplan inspect import benchmark: $(uname -m), $(nproc) CPUs, $("$BIN" --v
 echo
 echo "| model | file MiB | nodes | parameters | time ms | peak RSS MiB | notes |"
 echo "|---|---:|---:|---:|---:|---:|---|"
-{ find "$SHARED/models" -name '*.onnx' 2>/dev/null; ls "$ROOT"/models/*.onnx 2>/dev/null; } | sort | while read -r f; do
+# gpt2_medium_like*.onnx (3.3k/3.6k nodes): made once by bench/export_models.py into $BENCH_DIR when torch is here.
+if [ ! -f "$BENCH_DIR/gpt2_medium_like_train.onnx" ] && /usr/bin/python3 -c "import torch, onnx" 2>/dev/null; then
+    /usr/bin/python3 "$ROOT/bench/export_models.py" "$BENCH_DIR" >&2 || true
+fi
+{ find "$SHARED/models" -name '*.onnx' 2>/dev/null; ls "$ROOT"/models/*.onnx "$BENCH_DIR"/gpt2_medium_like*.onnx 2>/dev/null; } | sort | while read -r f; do
     case $f in
     "$SHARED"/*) rel=shared/${f#"$SHARED/"} ;;
+    "$BENCH_DIR"/*) rel=bench/${f#"$BENCH_DIR/"} ;;
     *) rel=${f#"$ROOT/"} ;;
     esac
     bench_one "$rel" "$f" "$RUNS" ""
