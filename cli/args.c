@@ -18,6 +18,7 @@ static const struct {
     [MP_OPT_DATA_INPUTS] = {"--data-inputs", "A,B", "the data inputs, for --params-as-inputs (implies it; default: inputs whose first dimension is not fixed)"},
     [MP_OPT_BUFFERS] = {"--buffers", "A,B", "count these initializers (or parameter inputs) as buffers, not parameters"},
     [MP_OPT_NO_INFER] = {"--no-infer", NULL, "skip shape inference: shapes only as the file declares them"},
+    [MP_OPT_TOPO_SORT] = {"--topo-sort", NULL, "sort nodes topologically (stably) first, for files that list them out of order"},
 };
 
 void mp_cli_error(const char *fmt, ...)
@@ -157,6 +158,7 @@ static int set_option(mp_cli_opts *o, int id, const char *val)
     case MP_OPT_JSON: o->json = true; return 0;
     case MP_OPT_PARAMS_AS_INPUTS: o->params_as_inputs = true; return 0;
     case MP_OPT_NO_INFER: o->no_infer = true; return 0;
+    case MP_OPT_TOPO_SORT: o->topo_sort = true; return 0;
     }
     return 0;
 }
@@ -257,7 +259,8 @@ void mp_cli_model_error(const char *model, const char *msg)
 mp_model *mp_cli_load(const mp_cli_opts *o)
 {
     mp_err err = {{0}};
-    mp_model *m = mp_onnx_load(o->model, &err);
+    mp_onnx_opts lo = {.topo_sort = o->topo_sort};
+    mp_model *m = mp_onnx_load_with(o->model, &lo, &err);
     if (!m) mp_cli_model_error(o->model, err.msg);
     return m;
 }

@@ -57,6 +57,7 @@ typedef enum mp_cli_opt_id {
     MP_OPT_DATA_INPUTS,
     MP_OPT_BUFFERS,
     MP_OPT_NO_INFER,
+    MP_OPT_TOPO_SORT,
     MP_OPT_COUNT
 } mp_cli_opt_id;
 
@@ -71,6 +72,7 @@ typedef struct mp_cli_opts {
     bool json;
     bool params_as_inputs;
     bool no_infer;
+    bool topo_sort;                          /* --topo-sort: mp_onnx_opts.topo_sort */
     const char *data_inputs;                 /* comma-separated names, NULL when not given */
     const char *buffers;                     /* comma-separated names, NULL when not given */
 } mp_cli_opts;

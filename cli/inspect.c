@@ -11,7 +11,7 @@
 
 #define INSPECT_OPTS                                                                                                 \
     (MP_OPT_BIT(BATCH) | MP_OPT_BIT(DIM) | MP_OPT_BIT(JSON) | MP_OPT_BIT(PARAMS_AS_INPUTS) | MP_OPT_BIT(DATA_INPUTS) | \
-     MP_OPT_BIT(BUFFERS) | MP_OPT_BIT(NO_INFER))
+     MP_OPT_BIT(BUFFERS) | MP_OPT_BIT(NO_INFER) | MP_OPT_BIT(TOPO_SORT))
 #define LARGEST_N 10
 
 const char *const mp_role_names[MP_ROLE_COUNT] = {
@@ -267,6 +267,20 @@ static int summarize(summary *s)
     return count_ops(s);
 }
 
+/* Nodes of g plus those of every If/Loop/Scan body in it, at any depth (the
+ * importer bounds the nesting). */
+static int64_t count_nodes_total(const mp_graph *g)
+{
+    int64_t n = g->nnodes;
+    for (int32_t i = 0; i < g->nnodes; i++)
+        for (int32_t a = 0; a < g->nodes[i].nattrs; a++) {
+            const mp_attr *at = &g->nodes[i].attrs[a];
+            if (at->type == MP_ATTR_GRAPH || at->type == MP_ATTR_GRAPHS)
+                for (int32_t k = 0; k < at->n; k++) n += count_nodes_total(at->graphs[k]);
+        }
+    return n;
+}
+
 /* ---- shared formatting -------------------------------------------------------- */
 
 static const char *fmt_count(int64_t n, char buf[32])
@@ -387,7 +401,10 @@ static void print_text(FILE *f, const summary *s)
         }
         fputc('\n', f);
     }
-    fprintf(f, "%-12s%s\n", "nodes", fmt_count(g->nnodes, c));
+    int64_t total = count_nodes_total(g);
+    fprintf(f, "%-12s%s", "nodes", fmt_count(g->nnodes, c));
+    if (total != g->nnodes) fprintf(f, " (%s with If/Loop/Scan bodies)", fmt_count(total, c));
+    fputc('\n', f);
     int width = 0;
     for (int i = 0; i < s->nops; i++)
         if ((int)strlen(s->ops[i].key) > width) width = (int)strlen(s->ops[i].key);
@@ -555,6 +572,8 @@ static int print_json(FILE *f, const summary *s)
 
     mp_json_key(&j, "nodes");
     mp_json_int(&j, g->nnodes);
+    mp_json_key(&j, "nodes_total");
+    mp_json_int(&j, count_nodes_total(g));
     mp_json_key(&j, "ops");
     mp_json_begin_object(&j);
     for (int i = 0; i < s->nops; i++) {

@@ -27,6 +27,19 @@ typedef struct mp_model {
 mp_model *mp_onnx_load(const char *path, mp_err *err);
 /* Same from memory (the buffer must outlive the model); used by the fuzzer. */
 mp_model *mp_onnx_load_buffer(const void *buf, size_t size, const char *model_dir, mp_err *err);
+
+/* Load options; all off by default (a zeroed struct, or NULL, means mp_onnx_load). */
+typedef struct mp_onnx_opts {
+    /* ONNX requires nodes in topological order, and by default a graph that
+     * breaks it is rejected. With topo_sort, such a graph (and each subgraph)
+     * is sorted first, stably: nodes keep the file's order wherever the data
+     * flow allows. A cycle stays an error. */
+    bool topo_sort;
+} mp_onnx_opts;
+
+mp_model *mp_onnx_load_with(const char *path, const mp_onnx_opts *opts, mp_err *err);
+mp_model *mp_onnx_load_buffer_with(const void *buf, size_t size, const char *model_dir, const mp_onnx_opts *opts,
+                                   mp_err *err);
 void mp_onnx_close(mp_model *m);
 
 /* Decodes a serialized TensorProto (e.g. a test's output_0.pb) into a tensor

@@ -37,6 +37,7 @@ typedef struct importer {
     size_t size;
     init_src *inits;
     size_t ninits, capinits;
+    bool topo_sort;  /* mp_onnx_opts.topo_sort */
     mp_err *err;
 } importer;
 
@@ -533,31 +534,50 @@ static const char *nlabel(const mp_graph *g, int32_t n, char *buf, size_t len)
     return buf;
 }
 
+/* Node -> the producers of what it uses (inputs, and outer names its
+ * subgraphs use), as compressed rows: edge[start[i] .. start[i+1]). */
+typedef struct edges {
+    int32_t *start, *edge;
+} edges;
+
+static void edges_build(mp_graph *g, const deps *d, edges *e)
+{
+    int32_t n = g->nnodes, total = 0, k = 0;
+    for (int32_t i = 0; i < n; i++) total += g->nodes[i].nin;
+    e->start = malloc(((size_t)n + 1) * sizeof *e->start);
+    e->edge = malloc(((size_t)total + (size_t)d->n + 1) * sizeof *e->edge);
+    if (!e->start || !e->edge) abort();
+    for (int32_t i = 0; i < n; i++) {
+        e->start[i] = k;
+        for (int32_t j = 0; j < g->nodes[i].nin; j++) {
+            const mp_value *v = mp_val(g, g->nodes[i].in[j]);
+            if (v && v->producer >= 0) e->edge[k++] = v->producer;
+        }
+        for (int32_t j = 0; j < d->n; j++)
+            if (d->v[j].node == i && g->values[d->v[j].value].producer >= 0)
+                e->edge[k++] = g->values[d->v[j].value].producer;
+    }
+    e->start[n] = k;
+}
+
+static void edges_free(edges *e)
+{
+    free(e->start);
+    free(e->edge);
+}
+
 /* A node uses a value that a later node (or itself) produces: say which
  * nodes form a cycle, or, when there is none, that the order is wrong. */
 static int report_order(importer *im, mp_graph *g, const deps *d, int32_t bad_node, int32_t bad_value)
 {
     int32_t n = g->nnodes;
-    /* edges: node -> producers of what it uses */
-    int32_t *start = calloc((size_t)n + 1, sizeof *start);
-    int32_t total = 0;
-    for (int32_t i = 0; i < n; i++) total += g->nodes[i].nin;
-    int32_t *edge = malloc(((size_t)total + (size_t)d->n + 1) * sizeof *edge);
+    edges e;
+    edges_build(g, d, &e);
+    const int32_t *start = e.start, *edge = e.edge;
     int32_t *color = calloc((size_t)n + 1, sizeof *color);
     int32_t *stack = malloc(((size_t)n + 1) * sizeof *stack);
     int32_t *next = malloc(((size_t)n + 1) * sizeof *next);
-    if (!start || !edge || !color || !stack || !next) abort();
-    int32_t k = 0;
-    for (int32_t i = 0; i < n; i++) {
-        start[i] = k;
-        for (int32_t j = 0; j < g->nodes[i].nin; j++) {
-            const mp_value *v = mp_val(g, g->nodes[i].in[j]);
-            if (v && v->producer >= 0) edge[k++] = v->producer;
-        }
-        for (int32_t j = 0; j < d->n; j++)
-            if (d->v[j].node == i && g->values[d->v[j].value].producer >= 0) edge[k++] = g->values[d->v[j].value].producer;
-    }
-    start[n] = k;
+    if (!color || !stack || !next) abort();
     int32_t cyc_from = -1, sp = 0;
     for (int32_t root = 0; root < n && cyc_from < 0; root++) {
         if (color[root]) continue;
@@ -594,16 +614,86 @@ static int report_order(importer *im, mp_graph *g, const deps *d, int32_t bad_no
         rc = mp_fail(im->err, "the graph has a cycle: %s", msg);
     } else {
         char lbl2[112];
-        rc = mp_fail(im->err, "node %s uses '%.60s' before node %s produces it (nodes must be in topological order)",
+        rc = mp_fail(im->err,
+                     "node %s uses '%.60s' before node %s produces it (nodes must be in topological order; "
+                     "the topo_sort load option, memplan's --topo-sort, sorts them)",
                      nlabel(g, bad_node, lbl, sizeof lbl), g->values[bad_value].name,
                      nlabel(g, g->values[bad_value].producer, lbl2, sizeof lbl2));
     }
-    free(start);
-    free(edge);
+    edges_free(&e);
     free(color);
     free(stack);
     free(next);
     return rc;
+}
+
+/* Min-heap of node ids: the stable sort always takes the earliest ready node. */
+static void heap_push(int32_t *h, int32_t *n, int32_t v)
+{
+    int32_t i = (*n)++;
+    for (; i > 0 && h[(i - 1) / 2] > v; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+    h[i] = v;
+}
+
+static int32_t heap_pop(int32_t *h, int32_t *n)
+{
+    int32_t top = h[0], v = h[--*n], i = 0;
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1] < h[c]) c++;
+        if (h[c] >= v) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n) h[i] = v;
+    return top;
+}
+
+/* Reorders g's nodes topologically, keeping the file's order wherever the
+ * data flow allows (Kahn's algorithm, earliest ready node first). Returns -1
+ * when nodes are left over: they form a cycle, which report_order names. */
+static int sort_nodes(mp_graph *g, const deps *d)
+{
+    int32_t n = g->nnodes, nready = 0, done = 0;
+    edges e;
+    edges_build(g, d, &e);
+    int32_t *waiting = calloc((size_t)n + 1, sizeof *waiting);  /* producers not yet placed */
+    int32_t *ustart = calloc((size_t)n + 2, sizeof *ustart);    /* producer -> its users */
+    int32_t *users = malloc(((size_t)e.start[n] + 1) * sizeof *users);
+    int32_t *ready = malloc(((size_t)n + 1) * sizeof *ready);
+    int32_t *order = malloc(((size_t)n + 1) * sizeof *order);
+    if (!waiting || !ustart || !users || !ready || !order) abort();
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t k = e.start[i]; k < e.start[i + 1]; k++) {
+            waiting[i]++;
+            ustart[e.edge[k] + 2]++;
+        }
+    for (int32_t i = 0; i < n; i++) ustart[i + 2] += ustart[i + 1];
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t k = e.start[i]; k < e.start[i + 1]; k++) users[ustart[e.edge[k] + 1]++] = i;
+    for (int32_t i = 0; i < n; i++)
+        if (!waiting[i]) heap_push(ready, &nready, i);
+    while (nready) {
+        int32_t u = heap_pop(ready, &nready);
+        order[done++] = u;
+        for (int32_t k = ustart[u]; k < ustart[u + 1]; k++)
+            if (--waiting[users[k]] == 0) heap_push(ready, &nready, users[k]);
+    }
+    if (done == n) {
+        mp_node *old = malloc(((size_t)n + 1) * sizeof *old);
+        if (!old) abort();
+        memcpy(old, g->nodes, (size_t)n * sizeof *old);
+        for (int32_t i = 0; i < n; i++) g->nodes[i] = old[order[i]];
+        free(old);
+    }
+    edges_free(&e);
+    free(waiting);
+    free(ustart);
+    free(users);
+    free(ready);
+    free(order);
+    return done == n ? 0 : -1;
 }
 
 /* ---- pass 4: a graph ------------------------------------------------------------- */
@@ -742,6 +832,7 @@ static int import_graph(importer *im, mp_graph *g, const Onnx__GraphProto *gp, c
     }
 
     if (mp_graph_link(g, err)) return -1;
+    if (bad_node >= 0 && im->topo_sort && !sort_nodes(g, &implicit)) return mp_graph_link(g, err);
     if (bad_node >= 0) return report_order(im, g, &implicit, bad_node, bad_value);
     return 0;
 }
@@ -802,10 +893,11 @@ done:
     return g;
 }
 
-static mp_model *load(const uint8_t *buf, size_t size, const char *label, const char *model_dir, mp_err *err)
+static mp_model *load(const uint8_t *buf, size_t size, const char *label, const char *model_dir,
+                      const mp_onnx_opts *opts, mp_err *err)
 {
     mp_err inner = {{0}};
-    importer im = {.buf = buf, .size = size, .err = &inner};
+    importer im = {.buf = buf, .size = size, .topo_sort = opts && opts->topo_sort, .err = &inner};
     mp_graph *g = size ? import_model(&im, model_dir) : NULL;
     free(im.inits);
     if (!size) mp_fail(&inner, "the file is empty (0 bytes): not an ONNX model");
@@ -824,10 +916,18 @@ static mp_model *load(const uint8_t *buf, size_t size, const char *label, const 
 
 mp_model *mp_onnx_load_buffer(const void *buf, size_t size, const char *model_dir, mp_err *err)
 {
-    return load(buf, size, "<memory>", model_dir, err);
+    return mp_onnx_load_buffer_with(buf, size, model_dir, NULL, err);
 }
 
-mp_model *mp_onnx_load(const char *path, mp_err *err)
+mp_model *mp_onnx_load_buffer_with(const void *buf, size_t size, const char *model_dir, const mp_onnx_opts *opts,
+                                   mp_err *err)
+{
+    return load(buf, size, "<memory>", model_dir, opts, err);
+}
+
+mp_model *mp_onnx_load(const char *path, mp_err *err) { return mp_onnx_load_with(path, NULL, err); }
+
+mp_model *mp_onnx_load_with(const char *path, const mp_onnx_opts *opts, mp_err *err)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
@@ -860,7 +960,7 @@ mp_model *mp_onnx_load(const char *path, mp_err *err)
         *slash = 0;
     else
         strcpy(dir, ".");
-    mp_model *m = load(map ? map : (const uint8_t *)"", size, path, dir, err);
+    mp_model *m = load(map ? map : (const uint8_t *)"", size, path, dir, opts, err);
     free(dir);
     if (!m) {
         if (map) munmap(map, size);

@@ -22,6 +22,23 @@ static const struct {
 };
 enum { NPAYLOAD = sizeof payload_fields / sizeof payload_fields[0] };
 
+/* 2- and 4-bit types: packed 8 / bits elements per byte, low bits first. */
+static int sub_byte_per_byte(mp_dtype t)
+{
+    int bits = mp_dtype_bits(t);
+    return bits > 0 && bits < 8 ? 8 / bits : 0;
+}
+
+/* Element i of a sub-byte tensor whose packed byte is `byte`: one element per
+ * output byte, sign-extended for int4 and int2. */
+static uint8_t sub_byte_get(mp_dtype t, uint32_t byte, int64_t i)
+{
+    int bits = mp_dtype_bits(t), per = 8 / bits;
+    uint32_t v = (byte >> (bits * (int)(i % per))) & ((1u << bits) - 1);
+    if ((t == MP_INT4 || t == MP_INT2) && (v >> (bits - 1))) v |= ~0u << bits;
+    return (uint8_t)v;
+}
+
 /* Values a typed field holds for n elements of t; -1 when it cannot hold t. */
 static int64_t typed_count(int field, mp_dtype t, int64_t n)
 {
@@ -31,12 +48,15 @@ static int64_t typed_count(int field, mp_dtype t, int64_t n)
     case F_INT64: return t == MP_INT64 ? n : -1;
     case F_UINT64: return t == MP_UINT32 || t == MP_UINT64 ? n : -1;
     case F_STRING: return t == MP_STRING ? n : -1;
-    case F_INT32:
-        if (mp_dtype_bits(t) == 4) return (n + 1) / 2; /* two 4-bit elements per value */
+    case F_INT32: {
+        int per = sub_byte_per_byte(t);
+        if (per) return n / per + (n % per != 0); /* one packed byte per value, as in raw_data */
         if (t == MP_INT32 || t == MP_INT16 || t == MP_INT8 || t == MP_UINT16 || t == MP_UINT8 || t == MP_BOOL ||
-            t == MP_FLOAT16 || t == MP_BFLOAT16 || (t >= MP_FLOAT8E4M3FN && t <= MP_FLOAT8E5M2FNUZ))
+            t == MP_FLOAT16 || t == MP_BFLOAT16 || (t >= MP_FLOAT8E4M3FN && t <= MP_FLOAT8E5M2FNUZ) ||
+            t == MP_FLOAT8E8M0)
             return n;
         return -1;
+    }
     default: return -1;
     }
 }
@@ -179,7 +199,7 @@ int mp_onnx_tensor_check(const Onnx__TensorProto *tp, const mp_onnx_payload *pl,
 
 static size_t elem_size(mp_dtype t) { return t == MP_STRING ? sizeof(char *) : (size_t)(mp_dtype_bits(t) + 7) / 8; }
 
-/* A tensor of known dims; data zeroed when with_data (one element per byte for 4-bit types). */
+/* A tensor of known dims; data zeroed when with_data (one element per byte for 2- and 4-bit types). */
 static mp_tensor *tensor_alloc(mp_arena *a, mp_dtype t, int rank, const int64_t *dims, bool with_data)
 {
     mp_tensor *x = mp_arena_alloc(a, sizeof *x);
@@ -198,7 +218,12 @@ static mp_tensor *tensor_alloc(mp_arena *a, mp_dtype t, int rank, const int64_t 
 static void decode_int32(mp_tensor *x, const int32_t *v)
 {
     uint8_t *b = x->data;
+    int per = sub_byte_per_byte(x->dtype);
     for (int64_t i = 0; i < x->numel; i++) {
+        if (per) {
+            b[i] = sub_byte_get(x->dtype, (uint32_t)v[i / per], i);
+            continue;
+        }
         switch (x->dtype) {
         case MP_INT32: ((int32_t *)x->data)[i] = v[i]; break;
         case MP_FLOAT16:
@@ -206,9 +231,6 @@ static void decode_int32(mp_tensor *x, const int32_t *v)
         case MP_UINT16: ((uint16_t *)x->data)[i] = (uint16_t)v[i]; break;
         case MP_INT16: ((int16_t *)x->data)[i] = (int16_t)v[i]; break;
         case MP_BOOL: b[i] = v[i] != 0; break;
-        case MP_UINT4:
-        case MP_FLOAT4E2M1: b[i] = ((uint32_t)v[i / 2] >> (4 * (i & 1))) & 0xf; break;
-        case MP_INT4: b[i] = (uint8_t)((int8_t)(uint8_t)(((uint32_t)v[i / 2] >> (4 * (i & 1))) << 4) >> 4); break;
         default: b[i] = (uint8_t)v[i]; break; /* int8, uint8, float8 bits */
         }
     }
@@ -228,11 +250,9 @@ mp_tensor *mp_onnx_tensor_decode(mp_arena *a, const Onnx__TensorProto *tp, bool 
     uint8_t *b = x->data;
     if (tp->has_raw_data) {
         const uint8_t *r = tp->raw_data.data;
-        if (mp_dtype_bits(t) == 4) {
-            for (int64_t i = 0; i < x->numel; i++) {
-                uint8_t nib = (r[i / 2] >> (4 * (i & 1))) & 0xf;
-                b[i] = t == MP_INT4 ? (uint8_t)((int8_t)(uint8_t)(nib << 4) >> 4) : nib;
-            }
+        int per = sub_byte_per_byte(t);
+        if (per) { /* raw_data holds ceil(numel / per) bytes, as the check verified */
+            for (int64_t i = 0; i < x->numel; i++) b[i] = sub_byte_get(t, r[i / per], i);
         } else if (bytes) {
             memcpy(b, r, bytes);
         }

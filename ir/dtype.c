@@ -30,6 +30,9 @@ static const struct {
     [MP_UINT4] = {"uint4", 4, false, true},
     [MP_INT4] = {"int4", 4, false, true},
     [MP_FLOAT4E2M1] = {"float4e2m1", 4, true, false},
+    [MP_FLOAT8E8M0] = {"float8e8m0", 8, true, false},
+    [MP_UINT2] = {"uint2", 2, false, true},
+    [MP_INT2] = {"int2", 2, false, true},
 };
 
 bool mp_dtype_valid(int t) { return t > MP_UNDEFINED && t < MP_DTYPE_COUNT; }

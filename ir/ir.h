@@ -67,13 +67,16 @@ typedef enum mp_dtype {
     MP_UINT4 = 21,
     MP_INT4 = 22,
     MP_FLOAT4E2M1 = 23,
+    MP_FLOAT8E8M0 = 24,       /* exponent only: scales of microscaling formats */
+    MP_UINT2 = 25,
+    MP_INT2 = 26,
     MP_DTYPE_COUNT
 } mp_dtype;
 
 const char *mp_dtype_name(mp_dtype t);       /* "float32", "int64", ... ; "?" if unknown */
 int mp_dtype_bits(mp_dtype t);               /* storage bits per element; 0 if unknown/string */
 bool mp_dtype_is_float(mp_dtype t);          /* real floating point (fp8..fp64) */
-bool mp_dtype_is_int(mp_dtype t);            /* signed or unsigned integer (incl. 4-bit) */
+bool mp_dtype_is_int(mp_dtype t);            /* signed or unsigned integer (incl. 2- and 4-bit) */
 bool mp_dtype_valid(int t);                  /* a known element type, not UNDEFINED */
 /* Bytes for n elements of t (sub-byte types round up); -1 if unknown or overflow. */
 int64_t mp_dtype_bytes(mp_dtype t, int64_t n);

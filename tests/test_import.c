@@ -843,6 +843,105 @@ START_TEST(subgraph_outer_names)
 }
 END_TEST
 
+static mp_model *load_sorted(const Onnx__ModelProto *m, mp_err *err)
+{
+    size_t n;
+    const uint8_t *buf = pack(m, &n);
+    mp_onnx_opts o = {.topo_sort = true};
+    return mp_onnx_load_buffer_with(buf, n, ".", &o, err);
+}
+
+/* Out-of-order nodes are an error by default (the message names the option);
+ * with topo_sort they are sorted stably: independent nodes keep the file's
+ * order. A cycle stays an error, as does a subgraph reading a value its
+ * parent produces later when the parent is sorted. */
+START_TEST(topo_sort_is_opt_in_and_stable)
+{
+    Onnx__GraphProto *g = graph("main");
+    input(g, "x", MP_FLOAT, "3");
+    node(g, "c", "Relu", "b", "c_out"); /* needs b, which needs a */
+    node(g, "b", "Neg", "a_out", "b");
+    node(g, "free1", "Abs", "x", "f1");  /* independent: stays before free2 */
+    node(g, "a", "Neg", "x", "a_out");
+    node(g, "free2", "Abs", "x", "f2");
+    output(g, "c_out", MP_FLOAT, "3");
+    output(g, "f1", MP_FLOAT, "3");
+    output(g, "f2", MP_FLOAT, "3");
+    Onnx__ModelProto *mp = model(8, 17, g);
+    mp_err err = {{0}};
+    ck_assert_ptr_null(load_model(mp, &err));
+    ck_assert_ptr_nonnull(strstr(err.msg, "'c' (Relu) uses 'b' before node 'b' (Neg)"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "--topo-sort"));
+    mp_model *m = load_sorted(mp, &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    static const char *const want[] = {"free1", "a", "b", "c", "free2"};
+    ck_assert_int_eq(m->graph->nnodes, 5);
+    for (int i = 0; i < 5; i++) ck_assert_str_eq(m->graph->nodes[i].name, want[i]);
+    const mp_value *b = mp_val(m->graph, mp_graph_find(m->graph, "b"));
+    ck_assert_int_eq(b->producer, 2); /* links follow the new order */
+    ck_assert_int_eq(b->ncons, 1);
+    ck_assert_int_eq(b->cons[0], 3);
+    mp_onnx_close(m);
+
+    /* an ordered graph is left as it is */
+    m = load_sorted(base(), &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    ck_assert_str_eq(m->graph->nodes[0].name, "add");
+    mp_onnx_close(m);
+
+    /* a cycle stays an error */
+    node(g, "loop1", "Add", "x,loop2_out", "loop1_out");
+    node(g, "loop2", "Neg", "loop1_out", "loop2_out");
+    ck_assert_ptr_null(load_sorted(mp, &err));
+    ck_assert_ptr_nonnull(strstr(err.msg, "cycle"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "'loop1' (Add) -> 'loop2' (Neg) -> 'loop1' (Add)"));
+
+    /* a subgraph's outer name counts as an edge: the Loop moves after 'late' */
+    mp = base();
+    Onnx__GraphProto *body = graph("body");
+    input(body, "i", MP_INT64, "");
+    input(body, "cond_in", MP_BOOL, "");
+    node(body, "reader", "Neg", "late_value", "r");
+    output(body, "cond_in", MP_BOOL, "");
+    output(body, "r", 0, NULL);
+    Onnx__NodeProto *loop = node(mp->graph, "loop", "Loop", ",", "scan_out");
+    attr(loop, "body", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH)->g = body;
+    node(mp->graph, "late", "Neg", "z", "late_value");
+    ck_assert_ptr_null(load_model(mp, &err));
+    m = load_sorted(mp, &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    ck_assert_str_eq(m->graph->nodes[2].name, "late");
+    ck_assert_str_eq(m->graph->nodes[3].name, "loop");
+    mp_onnx_close(m);
+}
+END_TEST
+
+/* The shared out-of-order model: rejected by default, sorted on request.
+ * gpt2_past.onnx (two nodes producing '284') stays invalid either way. */
+START_TEST(topo_sort_real_model)
+{
+    const char *bert = MEMPLAN_SHARED "/models/third-party/ort-transformers/bert_toy_optimized.onnx";
+    const char *gpt2 = MEMPLAN_SHARED "/models/third-party/ort-transformers/gpt2_past.onnx";
+    if (access(bert, R_OK)) return;
+    mp_err err = {{0}};
+    mp_onnx_opts o = {.topo_sort = true};
+    ck_assert_ptr_null(mp_onnx_load(bert, &err));
+    ck_assert_ptr_nonnull(strstr(err.msg, "topological order"));
+    mp_model *m = mp_onnx_load_with(bert, &o, &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    mp_graph *g = m->graph;
+    for (int32_t i = 0; i < g->nnodes; i++) /* every input is produced earlier */
+        for (int32_t k = 0; k < g->nodes[i].nin; k++) {
+            const mp_value *v = mp_val(g, g->nodes[i].in[k]);
+            ck_assert(!v || v->producer < i);
+        }
+    mp_onnx_close(m);
+    if (access(gpt2, R_OK)) return;
+    ck_assert_ptr_null(mp_onnx_load_with(gpt2, &o, &err));
+    ck_assert_ptr_nonnull(strstr(err.msg, "'284'"));
+}
+END_TEST
+
 START_TEST(attributes_of_every_kind)
 {
     Onnx__ModelProto *mp = base();
@@ -987,6 +1086,74 @@ START_TEST(read_tensor_decodes_test_data)
 }
 END_TEST
 
+/* Packs t and decodes it back with data (NULL and err set when rejected). */
+static mp_tensor *round_trip(Onnx__TensorProto *t, mp_err *err)
+{
+    size_t n = onnx__tensor_proto__get_packed_size(t);
+    uint8_t *buf = mp_arena_alloc(A, n + 1);
+    onnx__tensor_proto__pack(t, buf);
+    return mp_onnx_read_tensor(A, buf, n, true, err);
+}
+
+/* 2- and 4-bit tensors: four (two) elements per raw byte, low bits first, and
+ * one packed byte per int32_data value; signed types sign-extend. Sizes that
+ * count elements instead of packed bytes are rejected. */
+START_TEST(sub_byte_tensors_decode)
+{
+    static const struct {
+        int dtype;
+        int64_t numel;
+        uint8_t packed[2];
+        int8_t want[7];
+    } cases[] = {
+        {MP_UINT2, 7, {0x39, 0x39}, {1, 2, 3, 0, 1, 2, 3}},
+        {MP_INT2, 7, {0x39, 0x39}, {1, -2, -1, 0, 1, -2, -1}},
+        {MP_UINT4, 3, {0x9f, 0x07}, {15, 9, 7}},
+        {MP_INT4, 3, {0x9f, 0x07}, {-1, -7, 7}},
+    };
+    mp_err err = {{0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int64_t n = cases[k].numel;
+        for (int typed = 0; typed < 2; typed++) {
+            Onnx__TensorProto *t = tensor("q", cases[k].dtype, &n, 1, typed ? NULL : cases[k].packed, 2);
+            if (typed) {
+                t->n_int32_data = 2;
+                t->int32_data = mp_arena_alloc(A, 2 * sizeof *t->int32_data);
+                t->int32_data[0] = cases[k].packed[0];
+                t->int32_data[1] = cases[k].packed[1];
+            }
+            mp_tensor *x = round_trip(t, &err);
+            ck_assert_msg(x != NULL, "%s: %s", mp_dtype_name(cases[k].dtype), err.msg);
+            ck_assert_int_eq(x->numel, n);
+            for (int64_t i = 0; i < n; i++)
+                ck_assert_msg(((int8_t *)x->data)[i] == cases[k].want[i], "%s %s [%lld]: %d, want %d",
+                              mp_dtype_name(cases[k].dtype), typed ? "int32_data" : "raw_data", (long long)i,
+                              ((int8_t *)x->data)[i], cases[k].want[i]);
+        }
+    }
+    /* numel bytes (the old mistake) is not the packed size */
+    uint8_t seven[7] = {0};
+    ck_assert_ptr_null(round_trip(tensor("q", MP_INT2, (int64_t[]){7}, 1, seven, sizeof seven), &err));
+    ck_assert_ptr_nonnull(strstr(err.msg, "raw_data holds 7 bytes"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "needs 2"));
+    Onnx__TensorProto *t = tensor("q", MP_UINT2, (int64_t[]){9}, 1, NULL, 0);
+    t->n_int32_data = 2; /* 9 elements need 3 packed bytes */
+    t->int32_data = (int32_t[]){0, 0};
+    ck_assert_ptr_null(round_trip(t, &err));
+    ck_assert_ptr_nonnull(strstr(err.msg, "int32_data holds 2 values"));
+    /* float8e8m0: one byte per element, in raw_data or int32_data */
+    t = tensor("s", MP_FLOAT8E8M0, (int64_t[]){2}, 1, NULL, 0);
+    t->n_int32_data = 2;
+    t->int32_data = (int32_t[]){0x7f, 0x80};
+    mp_tensor *x = round_trip(t, &err);
+    ck_assert_msg(x != NULL, "%s", err.msg);
+    ck_assert_int_eq(((uint8_t *)x->data)[1], 0x80);
+    ck_assert_str_eq(mp_dtype_name(MP_FLOAT8E8M0), "float8e8m0");
+    ck_assert_int_eq(mp_dtype_bytes(MP_INT2, 9), 3);
+    ck_assert_int_eq(mp_dtype_bytes(MP_UINT2, 8), 2);
+}
+END_TEST
+
 static long max_rss_kb(void)
 {
     struct rusage ru;
@@ -1105,9 +1272,12 @@ int main(void)
     tcase_add_test(good, symbolic_and_unknown_dims);
     tcase_add_test(good, sequence_and_optional_types);
     tcase_add_test(good, subgraph_outer_names);
+    tcase_add_test(good, topo_sort_is_opt_in_and_stable);
+    tcase_add_test(good, topo_sort_real_model);
     tcase_add_test(good, attributes_of_every_kind);
     tcase_add_test(good, constant_payloads_up_to_fold_limit);
     tcase_add_test(good, read_tensor_decodes_test_data);
+    tcase_add_test(good, sub_byte_tensors_decode);
     tcase_add_test(good, inline_weights_are_not_copied);
     tcase_add_test(good, all_conformance_models_import);
     tcase_set_timeout(good, 300);
