@@ -19,7 +19,37 @@ static const struct {
     [MP_OPT_BUFFERS] = {"--buffers", "A,B", "count these initializers (or parameter inputs) as buffers, not parameters"},
     [MP_OPT_NO_INFER] = {"--no-infer", NULL, "skip shape inference: shapes only as the file declares them"},
     [MP_OPT_TOPO_SORT] = {"--topo-sort", NULL, "sort nodes topologically (stably) first, for files that list them out of order"},
+    [MP_OPT_OPTIMIZER] = {"--optimizer", "NAME", "sgd, momentum, adam, adamw (default) or adafactor"},
+    [MP_OPT_PRECISION] = {"--precision", "P", "fp32 (default), bf16 or fp16 compute (fp32 master weights and state)"},
+    [MP_OPT_MICRO_BATCHES] = {"--micro-batches", "K", "gradient accumulation over K micro-batches (1..65536, default 1)"},
+    [MP_OPT_LOSS] = {"--loss", "KIND", "auto (default), xent, mse or sum"},
+    [MP_OPT_TIMELINE] = {"--timeline", "FILE.csv", "write the live bytes per category at every step to FILE.csv"},
+    [MP_OPT_INFERENCE] = {"--inference", NULL, "analyze the graph as given (inference memory), no training step"},
 };
+
+/* Same order as train.h's mp_opt_kind, the precisions, and mp_loss_kind. */
+const char *const mp_cli_optimizer_names[] = {"sgd", "momentum", "adam", "adamw", "adafactor", NULL};
+const char *const mp_cli_precision_names[] = {"fp32", "bf16", "fp16", NULL};
+const char *const mp_cli_loss_names[] = {"auto", "xent", "mse", "sum", NULL};
+
+/* Sets *slot to the index of val in names; fails listing the choices. */
+static int parse_choice(const char *option, const char *val, const char *const *names, int *slot)
+{
+    if (*slot >= 0) {
+        mp_cli_error("%s given twice", option);
+        return -1;
+    }
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(val, names[i])) {
+            *slot = i;
+            return 0;
+        }
+    char list[128] = "";
+    for (int i = 0; names[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
+    mp_cli_error("%s: unknown value '%.100s' (one of %s)", option, val, list);
+    return -1;
+}
 
 void mp_cli_error(const char *fmt, ...)
 {
@@ -155,6 +185,28 @@ static int set_option(mp_cli_opts *o, int id, const char *val)
         if (id == MP_OPT_DATA_INPUTS) o->params_as_inputs = true;
         return 0;
     }
+    case MP_OPT_OPTIMIZER: return parse_choice(name, val, mp_cli_optimizer_names, &o->optimizer);
+    case MP_OPT_PRECISION: return parse_choice(name, val, mp_cli_precision_names, &o->precision);
+    case MP_OPT_LOSS: return parse_choice(name, val, mp_cli_loss_names, &o->loss);
+    case MP_OPT_MICRO_BATCHES:
+        if (o->micro_batches >= 0) {
+            mp_cli_error("--micro-batches given twice");
+            return -1;
+        }
+        if (parse_size("--micro-batches", val, 1, &o->micro_batches)) return -1;
+        if (o->micro_batches > MP_CLI_MAX_MICRO_BATCHES) {
+            mp_cli_error("--micro-batches: %s is out of range (1..%d)", val, MP_CLI_MAX_MICRO_BATCHES);
+            return -1;
+        }
+        return 0;
+    case MP_OPT_TIMELINE:
+        if (o->timeline) {
+            mp_cli_error("--timeline given twice");
+            return -1;
+        }
+        o->timeline = val;
+        return 0;
+    case MP_OPT_INFERENCE: o->inference = true; return 0;
     case MP_OPT_JSON: o->json = true; return 0;
     case MP_OPT_PARAMS_AS_INPUTS: o->params_as_inputs = true; return 0;
     case MP_OPT_NO_INFER: o->no_infer = true; return 0;
@@ -167,6 +219,8 @@ int mp_cli_parse(int argc, char **argv, unsigned allowed, mp_cli_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->batch = -1;
+    o->optimizer = o->precision = o->loss = -1;
+    o->micro_batches = -1;
     const char *cmd = argc > 0 ? argv[0] : "memplan";
     /* --help wins over everything else, wherever it is. */
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)

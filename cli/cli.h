@@ -34,6 +34,7 @@ enum { MP_EXIT_OK = 0, MP_EXIT_USAGE = 2 };
  * dimension, low enough that products of a few dims stay in int64. */
 #define MP_CLI_MAX_DIM_VALUE (INT64_C(1) << 40)
 #define MP_CLI_MAX_DIMS 64
+#define MP_CLI_MAX_MICRO_BATCHES 65536
 
 /* ---- subcommands (main.c) ------------------------------------------------ */
 
@@ -44,6 +45,8 @@ typedef struct mp_cli_cmd {
 } mp_cli_cmd;
 
 int mp_cmd_inspect(int argc, char **argv);
+/* `memplan MODEL.onnx ...` and `memplan memory MODEL.onnx ...` (analyze.c). */
+int mp_cmd_memory(int argc, char **argv);
 
 /* ---- options (args.c) ---------------------------------------------------- */
 
@@ -58,6 +61,12 @@ typedef enum mp_cli_opt_id {
     MP_OPT_BUFFERS,
     MP_OPT_NO_INFER,
     MP_OPT_TOPO_SORT,
+    MP_OPT_OPTIMIZER,
+    MP_OPT_PRECISION,
+    MP_OPT_MICRO_BATCHES,
+    MP_OPT_LOSS,
+    MP_OPT_TIMELINE,
+    MP_OPT_INFERENCE,
     MP_OPT_COUNT
 } mp_cli_opt_id;
 
@@ -75,7 +84,20 @@ typedef struct mp_cli_opts {
     bool topo_sort;                          /* --topo-sort: mp_onnx_opts.topo_sort */
     const char *data_inputs;                 /* comma-separated names, NULL when not given */
     const char *buffers;                     /* comma-separated names, NULL when not given */
+    /* the training step (memory analysis); -1 when not given. Each is an index
+     * into its name list below, in the order of train.h's enums. */
+    int optimizer;                           /* mp_cli_optimizer_names */
+    int precision;                           /* mp_cli_precision_names */
+    int loss;                                /* mp_cli_loss_names */
+    int64_t micro_batches;                   /* --micro-batches K, -1 when not given */
+    const char *timeline;                    /* --timeline FILE.csv, NULL when not given */
+    bool inference;                          /* --inference: the graph as given, no training step */
 } mp_cli_opts;
+
+/* NULL-terminated names accepted by --optimizer, --precision, --loss. */
+extern const char *const mp_cli_optimizer_names[];
+extern const char *const mp_cli_precision_names[];
+extern const char *const mp_cli_loss_names[];
 
 /* Parses argv[1..argc) against the options in `allowed` plus exactly one MODEL
  * argument. Returns 0, 1 when --help was asked (nothing else is checked), or

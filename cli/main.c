@@ -11,12 +11,14 @@
 
 static const mp_cli_cmd commands[] = {
     {"inspect", mp_cmd_inspect, "what a model holds: ops, parameters, buffers, inputs, outputs, largest tensors"},
+    {"memory", mp_cmd_memory, "memory of the training step: breakdown at the peak and in total, the peak, live tensors (also: memplan MODEL.onnx)"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 
 static int print_help(void)
 {
     printf("usage: memplan COMMAND MODEL.onnx [options]\n"
+           "       memplan MODEL.onnx --batch N [options]   (same as memplan memory)\n"
            "       memplan --help | --version\n\n"
            "memplan plans the memory of neural-network training statically, from the ONNX graph.\n\n"
            "commands:\n");
@@ -59,9 +61,12 @@ int main(int argc, char **argv)
         mp_cli_error("unknown option '%s' (see memplan --help)", cmd);
         return MP_EXIT_USAGE;
     }
-    if (looks_like_model(cmd)) {
-        mp_cli_error("memory analysis (memplan MODEL.onnx) is not implemented yet: use memplan inspect %s", cmd);
-        return MP_EXIT_USAGE;
+    if (looks_like_model(cmd)) { /* the bare form is `memplan memory MODEL.onnx ...` */
+        char *saved = argv[0];
+        argv[0] = "memory";
+        int rc = mp_cmd_memory(argc, argv);
+        argv[0] = saved;
+        return rc;
     }
     mp_cli_error("unknown command '%s' (see memplan --help)", cmd);
     return MP_EXIT_USAGE;

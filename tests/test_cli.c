@@ -586,6 +586,32 @@ START_TEST(torch_cropped_mask_is_a_buffer)
 }
 END_TEST
 
+/* Out-of-order nodes are an error unless --topo-sort asks for a sort; subgraph bodies count in nodes_total. */
+START_TEST(topo_sort_and_subgraph_counts)
+{
+    const char *bert = MEMPLAN_SHARED "/models/third-party/ort-transformers/bert_toy_optimized.onnx";
+    const char *loop = MEMPLAN_SHARED "/onnx-backend/node/test_loop11/model.onnx";
+    if (!file_exists(bert) || !file_exists(loop)) {
+        printf("skip: %s or %s absent\n", bert, loop);
+        return;
+    }
+    run_result r = RUN("inspect", bert, "--json");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(r.outlen, 0);
+    ck_assert_msg(strstr(r.err, "--topo-sort") != NULL, "%s", r.err);
+    run_free(&r);
+    r = RUN("inspect", bert, "--json", "--topo-sort");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_int_eq(jint(r.out, "nodes"), 384);
+    run_free(&r);
+    r = RUN("inspect", loop, "--json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_int_eq(jint(r.out, "nodes"), 1);
+    ck_assert_int_eq(jint(r.out, "nodes_total"), 10);
+    run_free(&r);
+}
+END_TEST
+
 /* memplan's own models, with the parameter counts of models/README.md. */
 static const struct {
     const char *file;
@@ -666,6 +692,7 @@ static Suite *cli_suite(void)
     tcase_add_loop_test(t, torch_parameter_counts, 0, (int)(sizeof torch_models / sizeof *torch_models));
     tcase_add_test(t, torch_symbols_and_text);
     tcase_add_test(t, torch_cropped_mask_is_a_buffer);
+    tcase_add_test(t, topo_sort_and_subgraph_counts);
     tcase_add_loop_test(t, own_model_counts, 0, (int)(sizeof own_models / sizeof *own_models));
     tcase_add_test(t, third_party_models_give_valid_json_or_clean_errors);
     suite_add_tcase(s, t);

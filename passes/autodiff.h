@@ -1,0 +1,86 @@
+/* autodiff.h - internal to the training pass (train.c, autodiff.c, grad_*.c,
+ * optimizer.c): the state of the reverse walk and the helpers that emit IR.
+ *
+ * A gradient rule sees one forward node and the gradients of its outputs
+ * (dy[k], -1 where none reached it) and calls ad_give() for each input that
+ * needs a gradient. Every node it emits is shape-inferred at once, so the
+ * next rule can read the shapes of what came before.
+ */
+#ifndef MP_AUTODIFF_H
+#define MP_AUTODIFF_H
+
+#include "ir/ops.h"
+#include "passes/train.h"
+
+typedef struct mp_ad {
+    mp_graph *g;
+    mp_err *err;
+    mp_phase phase;        /* phase of the nodes emitted now */
+    int32_t nfwd;          /* values that existed before the backward: grad/own/needs cover these */
+    int32_t *grad;         /* accumulated gradient of each forward value, -1 none */
+    bool *own;             /* grad[v] was made for v alone (not a pass-through of another gradient) */
+    bool *needs;           /* v depends on a parameter through float tensors */
+} mp_ad;
+
+typedef int (*mp_grad_rule)(mp_ad *ad, int32_t node, const int32_t *dy);
+
+/* The rule for an op, NULL when it has none (autodiff.c's table). */
+mp_grad_rule mp_grad_rule_for(mp_op_id op);
+
+/* ---- emitting IR (autodiff.c) ---- */
+
+/* A new value named base + suffix (made unique), role set. */
+int32_t ad_value(mp_ad *ad, const char *base, const char *suffix, mp_role role);
+/* Adds a node in ad->phase without inferring it (set attributes, then ad_infer). */
+int32_t ad_add(mp_ad *ad, const char *op, const char *domain, int nin, const int32_t *in, int nout, const int32_t *out);
+/* Same with one new output (role TRANSIENT) named after base; *out gets its id. */
+int32_t ad_add1(mp_ad *ad, const char *op, const char *domain, int nin, const int32_t *in, const char *base,
+                int32_t *out);
+/* Runs the shape rule of node n; -1 with err naming the node on failure. */
+int ad_infer(mp_ad *ad, int32_t n);
+/* ad_add1 + ad_infer for ops without attributes: the output value, or -1. */
+int32_t ad_emit(mp_ad *ad, const char *op, const char *domain, int nin, const int32_t *in, const char *base);
+
+/* Attribute setters (append to n's attributes). */
+void ad_attr_int(mp_graph *g, mp_node *n, const char *name, int64_t v);
+void ad_attr_float(mp_graph *g, mp_node *n, const char *name, float v);
+void ad_attr_ints(mp_graph *g, mp_node *n, const char *name, const int64_t *v, int count);
+/* Copies every attribute of the forward node src (by id) onto n. */
+void ad_attr_copy(mp_graph *g, mp_node *n, int32_t src);
+
+/* An int64 1-D Constant node's output holding vals. */
+int32_t ad_const_ints(mp_ad *ad, const int64_t *vals, int count);
+/* A float 0-D Constant of dtype t holding x. */
+int32_t ad_const_scalar(mp_ad *ad, mp_dtype t, double x);
+/* Fills dims[] with v's known shape; fails naming v when a dim is not known. */
+int ad_known_dims(mp_ad *ad, int32_t v, int64_t *dims, int *rank);
+
+/* Sums dy over the axes it was broadcast along so it has v's shape: dy itself
+ * when the shapes agree (*own = false), else a SumToShape node. */
+int32_t ad_sum_to(mp_ad *ad, int32_t dy, int32_t v, bool *own);
+/* Adds a contribution to v's gradient (an Add when one is there already). */
+int ad_give(mp_ad *ad, int32_t v, int32_t gval, bool own);
+/* ad_sum_to + ad_give. */
+int ad_give_sum(mp_ad *ad, int32_t v, int32_t gval, bool own);
+static inline bool ad_needs(const mp_ad *ad, int32_t v) { return v >= 0 && v < ad->nfwd && ad->needs[v]; }
+
+/* ---- rules (grad_*.c) ---- */
+#define MP_GRAD_RULES(X)                                                                                     \
+    X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Relu) X(Sigmoid) X(Tanh) X(Sqrt) X(Erf) X(Gelu) X(HardSwish)       \
+    X(HardSigmoid) X(Identity) X(Cast) X(Dropout) X(Where) X(Neg) X(MatMul) X(Gemm) X(Conv)                 \
+    X(BatchNormalization) X(LayerNormalization) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Softmax)  \
+    X(Flatten) X(Reshape) X(Squeeze) X(Unsqueeze) X(Transpose) X(Concat) X(Split) X(Slice) X(Gather)       \
+    X(Expand) X(ReduceMean) X(ReduceSum) X(SoftmaxCrossEntropyLoss)
+#define MP_GRAD_DECL(op) int mp_grad_##op(mp_ad *ad, int32_t node, const int32_t *dy);
+MP_GRAD_RULES(MP_GRAD_DECL)
+#undef MP_GRAD_DECL
+
+/* ---- steps (autodiff.c, optimizer.c) ---- */
+/* Emits the backward of the scalar loss; fills param_grad[p] for every
+ * parameter p (-1 for one the loss does not reach). seed: the loss gradient value. */
+int mp_autodiff(mp_graph *g, int32_t loss, int32_t seed, int32_t *param_grad, mp_err *err);
+/* Emits gradient accumulation (micro_batches > 1) and the optimizer update. */
+int mp_optimizer_build(mp_graph *g, const mp_train_opts *o, const int32_t *param_grad, const int32_t *master,
+                       mp_err *err);
+
+#endif

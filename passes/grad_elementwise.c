@@ -1,0 +1,161 @@
+/* grad_elementwise.c - gradient rules of elementwise ops. Broadcast inputs
+ * get their gradient summed back to their shape (ad_give_sum). Each comment
+ * names the forward tensors the rule reads (what the planner must keep). */
+#include <string.h>
+
+#include "passes/autodiff.h"
+
+#define NODE (&ad->g->nodes[node])
+#define IN(k) (k < NODE->nin ? NODE->in[k] : -1)
+#define OUT(k) (k < NODE->nout ? NODE->out[k] : -1)
+
+/* Add: reads nothing. */
+int mp_grad_Add(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    for (int k = 0; k < 2; k++)
+        if (ad_needs(ad, IN(k)) && ad_give_sum(ad, IN(k), dy[0], false)) return -1;
+    return 0;
+}
+
+/* Sub: reads nothing. */
+int mp_grad_Sub(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    if (ad_needs(ad, IN(0)) && ad_give_sum(ad, IN(0), dy[0], false)) return -1;
+    if (ad_needs(ad, IN(1))) {
+        int32_t neg = ad_emit(ad, "Neg", "", 1, &dy[0], "grad_neg");
+        if (ad_give_sum(ad, IN(1), neg, true)) return -1;
+    }
+    return 0;
+}
+
+/* Neg: reads nothing. */
+int mp_grad_Neg(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return ad_give(ad, IN(0), ad_emit(ad, "Neg", "", 1, &dy[0], "grad_neg"), true);
+}
+
+/* Mul: reads both inputs (each gradient needs the other factor). */
+int mp_grad_Mul(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    for (int k = 0; k < 2; k++) {
+        if (!ad_needs(ad, IN(k))) continue;
+        int32_t in[2] = {dy[0], IN(1 - k)};
+        if (ad_give_sum(ad, IN(k), ad_emit(ad, "Mul", "", 2, in, "grad_mul"), true)) return -1;
+    }
+    return 0;
+}
+
+/* Div: reads B and the output Y (dB = -dY * Y / B). */
+int mp_grad_Div(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    if (ad_needs(ad, IN(0))) {
+        int32_t in[2] = {dy[0], IN(1)};
+        if (ad_give_sum(ad, IN(0), ad_emit(ad, "Div", "", 2, in, "grad_div"), true)) return -1;
+    }
+    if (ad_needs(ad, IN(1))) {
+        int32_t a[2] = {dy[0], OUT(0)};
+        int32_t t = ad_emit(ad, "Mul", "", 2, a, "grad_div");
+        if (t < 0) return -1;
+        int32_t b[2] = {t, IN(1)};
+        int32_t q = ad_emit(ad, "Div", "", 2, b, "grad_div");
+        if (q < 0) return -1;
+        if (ad_give_sum(ad, IN(1), ad_emit(ad, "Neg", "", 1, &q, "grad_div"), true)) return -1;
+    }
+    return 0;
+}
+
+/* Pow: reads X and the exponent (dX = dY * E * X^(E-1)); no gradient for the exponent. */
+int mp_grad_Pow(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    if (ad_needs(ad, IN(1))) return mp_fail(ad->err, "the gradient of the exponent is not supported");
+    int32_t in[3] = {dy[0], IN(0), IN(1)};
+    return ad_give_sum(ad, IN(0), ad_emit(ad, "PowGrad", "memplan", 3, in, "grad_pow"), true);
+}
+
+/* One rule for the unary ops whose gradient is a memplan op of (dY, saved),
+ * saved being the output (Relu, Sigmoid, Tanh, Sqrt) or the input (the rest). */
+static int unary(mp_ad *ad, int32_t node, const int32_t *dy, const char *op, bool saves_output)
+{
+    int32_t in[2] = {dy[0], saves_output ? OUT(0) : IN(0)};
+    int32_t out;
+    int32_t n = ad_add1(ad, op, "memplan", 2, in, "grad_x", &out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
+int mp_grad_Relu(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "ReluGrad", true); }
+int mp_grad_Sigmoid(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "SigmoidGrad", true); }
+int mp_grad_Tanh(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "TanhGrad", true); }
+int mp_grad_Sqrt(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "SqrtGrad", true); }
+int mp_grad_Erf(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "ErfGrad", false); }
+int mp_grad_Gelu(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "GeluGrad", false); }
+int mp_grad_HardSwish(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "HardSwishGrad", false); }
+int mp_grad_HardSigmoid(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return unary(ad, node, dy, "HardSigmoidGrad", false);
+}
+/* Softmax: reads the output Y (dX = Y * (dY - sum(dY * Y, axis))). */
+int mp_grad_Softmax(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "SoftmaxGrad", true); }
+
+/* Identity: reads nothing. */
+int mp_grad_Identity(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give(ad, IN(0), dy[0], false); }
+
+/* Cast: reads nothing; the gradient is cast back to the input's float type. */
+int mp_grad_Cast(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    mp_dtype t = ad->g->values[IN(0)].dtype;
+    if (ad->g->values[dy[0]].dtype == t) return ad_give(ad, IN(0), dy[0], false);
+    int32_t out;
+    int32_t n = ad_add1(ad, "Cast", "", 1, &dy[0], "grad_cast", &out);
+    ad_attr_int(ad->g, &ad->g->nodes[n], "to", t);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
+/* Dropout: reads the mask (bool); in inference mode it is the identity.
+ * A training-mode Dropout without a mask output gets one. */
+int mp_grad_Dropout(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    mp_graph *g = ad->g;
+    /* opset 12+: training_mode input (absent: inference); before: a mask output means training */
+    int32_t tm = IN(2);
+    bool training = mp_graph_opset(g, "") >= 12
+                        ? tm >= 0 && (!g->values[tm].konst || mp_tensor_get_i64(g->values[tm].konst, 0) != 0)
+                        : OUT(1) >= 0;
+    if (!training) return ad_give(ad, IN(0), dy[0], false);
+    int32_t mask = OUT(1);
+    if (mask < 0) {
+        mask = ad_value(ad, g->values[OUT(0)].name, "_mask", MP_ROLE_ACTIVATION);
+        int32_t *outs = mp_arena_alloc(g->arena, 2 * sizeof *outs);
+        outs[0] = OUT(0);
+        outs[1] = mask;
+        NODE->out = outs;
+        NODE->nout = 2;
+        const mp_value *y = &g->values[outs[0]];
+        mp_value_set(g, mask, MP_BOOL, y->rank, y->dims);
+    }
+    float ratio = 0.5f;
+    if (IN(1) >= 0 && g->values[IN(1)].konst) ratio = (float)mp_tensor_get_f64(g->values[IN(1)].konst, 0);
+    else ratio = mp_attr_float(NODE, "ratio", 0.5f);
+    int32_t in[2] = {dy[0], mask};
+    int32_t out;
+    int32_t n = ad_add1(ad, "DropoutGrad", "memplan", 2, in, "grad_dropout", &out);
+    ad_attr_float(g, &g->nodes[n], "ratio", ratio);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
+/* Where: reads the condition. */
+int mp_grad_Where(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    for (int k = 1; k <= 2; k++) {
+        if (!ad_needs(ad, IN(k))) continue;
+        int32_t in[2] = {dy[0], IN(0)};
+        int32_t out;
+        int32_t n = ad_add1(ad, "WhereGrad", "memplan", 2, in, "grad_where", &out);
+        ad_attr_int(ad->g, &ad->g->nodes[n], "branch", k - 1);
+        if (ad_infer(ad, n) || ad_give_sum(ad, IN(k), out, true)) return -1;
+    }
+    return 0;
+}

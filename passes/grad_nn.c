@@ -1,0 +1,165 @@
+/* grad_nn.c - gradient rules of the linear-algebra, convolution, pooling,
+ * normalization, reduction and loss ops. Comments name the forward tensors
+ * each rule reads. */
+#include "passes/autodiff.h"
+
+#define NODE (&ad->g->nodes[node])
+#define IN(k) (k < NODE->nin ? NODE->in[k] : -1)
+#define OUT(k) (k < NODE->nout ? NODE->out[k] : -1)
+
+/* A memplan op whose output shape is given by the attribute `shape` (v's shape). */
+static int32_t to_shape_of(mp_ad *ad, const char *op, int nin, const int32_t *in, int32_t v, int32_t copy_from)
+{
+    int64_t dims[MP_MAX_RANK];
+    int rank;
+    if (ad_known_dims(ad, v, dims, &rank)) return -1;
+    int32_t out;
+    int32_t n = ad_add1(ad, op, "memplan", nin, in, "grad_x", &out);
+    if (copy_from >= 0) ad_attr_copy(ad->g, &ad->g->nodes[n], copy_from);
+    ad_attr_ints(ad->g, &ad->g->nodes[n], "shape", dims, rank);
+    return ad_infer(ad, n) ? -1 : out;
+}
+
+/* MatMul: dA reads B, dB reads A; both reduce over broadcast batch dims. */
+int mp_grad_MatMul(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    if (ad->g->values[IN(0)].rank < 2 || ad->g->values[IN(1)].rank < 2)
+        return mp_fail(ad->err, "the gradient of a MatMul with a 1-D operand is not supported");
+    if (ad_needs(ad, IN(0))) {
+        int32_t in[2] = {dy[0], IN(1)};
+        if (ad_give(ad, IN(0), to_shape_of(ad, "MatMulGradA", 2, in, IN(0), -1), true)) return -1;
+    }
+    if (ad_needs(ad, IN(1))) {
+        int32_t in[2] = {IN(0), dy[0]};
+        if (ad_give(ad, IN(1), to_shape_of(ad, "MatMulGradB", 2, in, IN(1), -1), true)) return -1;
+    }
+    return 0;
+}
+
+/* A Gemm computing alpha * op(P) op(Q). */
+static int32_t gemm(mp_ad *ad, int32_t p, int tp, int32_t q, int tq, float alpha)
+{
+    int32_t in[2] = {p, q}, out;
+    int32_t n = ad_add1(ad, "Gemm", "", 2, in, "grad_gemm", &out);
+    mp_node *m = &ad->g->nodes[n];
+    ad_attr_int(ad->g, m, "transA", tp);
+    ad_attr_int(ad->g, m, "transB", tq);
+    if (alpha != 1.0f) ad_attr_float(ad->g, m, "alpha", alpha);
+    return ad_infer(ad, n) ? -1 : out;
+}
+
+/* Gemm (Y = alpha op(A) op(B) + beta C): dA reads B, dB reads A, dC reads nothing.
+ *   dA = transA ? op(B) dY^T : dY op(B)^T      dB = transB ? dY^T op(A) : op(A)^T dY */
+int mp_grad_Gemm(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int ta = (int)mp_attr_int(NODE, "transA", 0), tb = (int)mp_attr_int(NODE, "transB", 0);
+    float alpha = mp_attr_float(NODE, "alpha", 1.0f), beta = mp_attr_float(NODE, "beta", 1.0f);
+    int32_t a = IN(0), b = IN(1), c = IN(2);
+    if (ad_needs(ad, a)) {
+        int32_t g = ta ? gemm(ad, b, tb, dy[0], 1, alpha) : gemm(ad, dy[0], 0, b, !tb, alpha);
+        if (ad_give(ad, a, g, true)) return -1;
+    }
+    if (ad_needs(ad, b)) {
+        int32_t g = tb ? gemm(ad, dy[0], 1, a, ta, alpha) : gemm(ad, a, !ta, dy[0], 0, alpha);
+        if (ad_give(ad, b, g, true)) return -1;
+    }
+    if (ad_needs(ad, c)) {
+        int32_t g = dy[0];
+        bool own = false;
+        if (beta != 1.0f) {
+            int32_t out;
+            int32_t n = ad_add1(ad, "Scale", "memplan", 1, &dy[0], "grad_scale", &out);
+            ad_attr_float(ad->g, &ad->g->nodes[n], "alpha", beta);
+            if (ad_infer(ad, n)) return -1;
+            g = out;
+            own = true;
+        }
+        if (ad_give_sum(ad, c, g, own)) return -1;
+    }
+    return 0;
+}
+
+/* Conv: dX reads W, dW reads X, dB reads nothing; one ConvGrad node. */
+int mp_grad_Conv(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t in[3] = {dy[0], IN(0), IN(1)}, out[3] = {-1, -1, -1};
+    static const char *const suffix[3] = {"grad_x", "grad_w", "grad_b"};
+    for (int k = 0; k < 3; k++)
+        if (ad_needs(ad, IN(k))) out[k] = ad_value(ad, suffix[k], "", MP_ROLE_TRANSIENT);
+    int32_t n = ad_add(ad, "ConvGrad", "memplan", 3, in, 3, out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    if (ad_infer(ad, n)) return -1;
+    for (int k = 0; k < 3; k++)
+        if (out[k] >= 0 && ad_give(ad, IN(k), out[k], true)) return -1;
+    return 0;
+}
+
+/* Normalizations: one node of (dY, X, scale[, mean, var]) giving dX, dScale, dBias. */
+static int norm(mp_ad *ad, int32_t node, const int32_t *dy, const char *op, int nin)
+{
+    int32_t in[5] = {dy[0], IN(0), IN(1), IN(3), IN(4)}, out[3] = {-1, -1, -1};
+    static const char *const suffix[3] = {"grad_x", "grad_scale", "grad_bias"};
+    for (int k = 0; k < 3; k++)
+        if (ad_needs(ad, IN(k))) out[k] = ad_value(ad, suffix[k], "", MP_ROLE_TRANSIENT);
+    int32_t n = ad_add(ad, op, "memplan", nin, in, 3, out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    if (ad_infer(ad, n)) return -1;
+    for (int k = 0; k < 3; k++)
+        if (out[k] >= 0 && ad_give(ad, IN(k), out[k], true)) return -1;
+    return 0;
+}
+
+/* BatchNormalization: reads X and scale (batch statistics are recomputed from
+ * X); in inference mode also the running mean and variance. */
+int mp_grad_BatchNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return norm(ad, node, dy, "BatchNormalizationGrad", 5);
+}
+
+/* LayerNormalization: reads X and scale (mean and 1/std recomputed from X). */
+int mp_grad_LayerNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return norm(ad, node, dy, "LayerNormalizationGrad", 3);
+}
+
+/* MaxPool: reads X (to find each window's arg-max). */
+int mp_grad_MaxPool(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t in[2] = {dy[0], IN(0)}, out;
+    int32_t n = ad_add1(ad, "MaxPoolGrad", "memplan", 2, in, "grad_x", &out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
+/* AveragePool, GlobalAveragePool: read nothing (X's shape only). */
+int mp_grad_AveragePool(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return ad_give(ad, IN(0), to_shape_of(ad, "AveragePoolGrad", 1, &dy[0], IN(0), node), true);
+}
+
+int mp_grad_GlobalAveragePool(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return ad_give(ad, IN(0), to_shape_of(ad, "GlobalAveragePoolGrad", 1, &dy[0], IN(0), -1), true);
+}
+
+/* ReduceMean, ReduceSum: read nothing (X's shape; axes as attribute or input). */
+static int reduce(mp_ad *ad, int32_t node, const int32_t *dy, const char *op)
+{
+    int32_t in[2] = {dy[0], IN(1)};
+    return ad_give(ad, IN(0), to_shape_of(ad, op, IN(1) >= 0 ? 2 : 1, in, IN(0), node), true);
+}
+
+int mp_grad_ReduceMean(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce(ad, node, dy, "ReduceMeanGrad"); }
+int mp_grad_ReduceSum(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce(ad, node, dy, "ReduceSumGrad"); }
+
+/* SoftmaxCrossEntropyLoss: reads log_prob (output 1) and the labels. */
+int mp_grad_SoftmaxCrossEntropyLoss(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    if (OUT(1) < 0) return mp_fail(ad->err, "needs its log_prob output for the gradient");
+    int32_t in[4] = {dy[0], OUT(1), IN(1), IN(2)}, out;
+    int32_t n = ad_add1(ad, "SoftmaxCrossEntropyGrad", "memplan", IN(2) >= 0 ? 4 : 3, in, "grad_logits", &out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}

@@ -1,0 +1,132 @@
+/* grad_tensor.c - gradient rules of the ops that move data: reshapes,
+ * transposes, concatenation, splitting, slicing, gathering, expanding.
+ * None reads forward data except Gather (its indices) and Slice (its bounds). */
+#include "frontend/shape.h"
+#include "passes/autodiff.h"
+
+#define NODE (&ad->g->nodes[node])
+#define IN(k) (k < NODE->nin ? NODE->in[k] : -1)
+#define OUT(k) (k < NODE->nout ? NODE->out[k] : -1)
+
+/* Reshape, Flatten, Squeeze, Unsqueeze: a Reshape of dY back to X's shape. */
+static int reshape_back(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int64_t dims[MP_MAX_RANK];
+    int rank;
+    int32_t x = IN(0);
+    if (ad_known_dims(ad, x, dims, &rank)) return -1;
+    int32_t in[2] = {dy[0], ad_const_ints(ad, dims, rank)};
+    if (in[1] < 0) return -1;
+    return ad_give(ad, x, ad_emit(ad, "Reshape", "", 2, in, "grad_reshape"), true);
+}
+
+int mp_grad_Reshape(mp_ad *ad, int32_t node, const int32_t *dy) { return reshape_back(ad, node, dy); }
+int mp_grad_Flatten(mp_ad *ad, int32_t node, const int32_t *dy) { return reshape_back(ad, node, dy); }
+int mp_grad_Squeeze(mp_ad *ad, int32_t node, const int32_t *dy) { return reshape_back(ad, node, dy); }
+int mp_grad_Unsqueeze(mp_ad *ad, int32_t node, const int32_t *dy) { return reshape_back(ad, node, dy); }
+
+/* Transpose: the inverse permutation. */
+int mp_grad_Transpose(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int rank = ad->g->values[IN(0)].rank;
+    if (rank < 0 || rank > MP_MAX_RANK) return mp_fail(ad->err, "input rank unknown");
+    int64_t perm[MP_MAX_RANK], inv[MP_MAX_RANK];
+    const int64_t *p;
+    int np = mp_attr_ints(NODE, "perm", &p);
+    for (int i = 0; i < rank; i++) perm[i] = np == rank ? p[i] : rank - 1 - i;
+    for (int i = 0; i < rank; i++) {
+        if (perm[i] < 0 || perm[i] >= rank) return mp_fail(ad->err, "bad perm");
+        inv[perm[i]] = i;
+    }
+    int32_t out;
+    int32_t n = ad_add1(ad, "Transpose", "", 1, &dy[0], "grad_transpose", &out);
+    ad_attr_ints(ad->g, &ad->g->nodes[n], "perm", inv, rank);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
+/* Concat: a Split of dY into the inputs' extents along the axis. */
+int mp_grad_Concat(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    mp_graph *g = ad->g;
+    int nin = NODE->nin;
+    if (nin > MP_MAX_RANK) return mp_fail(ad->err, "more than %d inputs", MP_MAX_RANK);
+    int64_t axis;
+    mp_err e;
+    if (mp_norm_axis(mp_attr_int(NODE, "axis", 0), g->values[dy[0]].rank, false, &axis, &e))
+        return mp_fail(ad->err, "%s", e.msg);
+    int64_t sizes[MP_MAX_RANK];
+    int32_t outs[MP_MAX_RANK];
+    for (int k = 0; k < nin; k++) {
+        int64_t dims[MP_MAX_RANK];
+        int rank;
+        if (ad_known_dims(ad, IN(k), dims, &rank)) return -1;
+        sizes[k] = dims[axis];
+        outs[k] = ad_value(ad, "grad_concat", "", MP_ROLE_TRANSIENT);
+    }
+    int32_t in[2] = {dy[0], ad_const_ints(ad, sizes, nin)};
+    if (in[1] < 0) return -1;
+    int32_t n = ad_add(ad, "Split", "", 2, in, nin, outs);
+    ad_attr_int(g, &g->nodes[n], "axis", axis);
+    if (ad_infer(ad, n)) return -1;
+    for (int k = 0; k < nin; k++)
+        if (ad_give(ad, IN(k), outs[k], true)) return -1;
+    return 0;
+}
+
+/* Split: a Concat of the outputs' gradients (zeros for outputs none reached). */
+int mp_grad_Split(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    mp_graph *g = ad->g;
+    int nout = NODE->nout;
+    int32_t parts[64];
+    if (nout > 64) return mp_fail(ad->err, "more than 64 outputs");
+    for (int k = 0; k < nout; k++) {
+        parts[k] = dy[k];
+        if (parts[k] >= 0) continue;
+        int64_t dims[MP_MAX_RANK];
+        int rank;
+        if (ad_known_dims(ad, OUT(k), dims, &rank)) return -1;
+        int32_t n = ad_add1(ad, "Zeros", "memplan", 0, NULL, "grad_zeros", &parts[k]);
+        ad_attr_ints(g, &g->nodes[n], "shape", dims, rank);
+        ad_attr_int(g, &g->nodes[n], "dtype", g->values[OUT(k)].dtype);
+        if (ad_infer(ad, n)) return -1;
+    }
+    int32_t out;
+    int32_t n = ad_add1(ad, "Concat", "", nout, parts, "grad_split", &out);
+    ad_attr_int(g, &g->nodes[n], "axis", mp_attr_int(NODE, "axis", 0));
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
+/* A memplan op of (dY, extra inputs...) whose output has X's shape (attribute `shape`). */
+static int scatter_back(mp_ad *ad, int32_t node, const char *op, int nin, const int32_t *in)
+{
+    int64_t dims[MP_MAX_RANK];
+    int rank;
+    if (ad_known_dims(ad, IN(0), dims, &rank)) return -1;
+    int32_t out;
+    int32_t n = ad_add1(ad, op, "memplan", nin, in, "grad_x", &out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    ad_attr_ints(ad->g, &ad->g->nodes[n], "shape", dims, rank);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
+/* Slice: reads its bounds (starts, ends, axes, steps): dY is placed into zeros. */
+int mp_grad_Slice(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t in[5] = {dy[0], IN(1), IN(2), IN(3), IN(4)};
+    int nin = NODE->nin;
+    return scatter_back(ad, node, "SliceGrad", nin < 1 ? 1 : nin > 5 ? 5 : nin, in);
+}
+
+/* Gather: reads the indices; dY rows are added into a zero table. */
+int mp_grad_Gather(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t in[2] = {dy[0], IN(1)};
+    return scatter_back(ad, node, "GatherGrad", 2, in);
+}
+
+/* Expand: dY summed back to X's shape. */
+int mp_grad_Expand(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give_sum(ad, IN(0), dy[0], false); }

@@ -1,0 +1,99 @@
+/* optimizer.c - the update of each parameter: gradient accumulation over
+ * micro-batches, then the optimizer's memplan-domain update node, which
+ * writes the parameter and its state in place (value->alias). */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes/autodiff.h"
+
+/* State tensors each optimizer keeps per parameter (beyond the parameter). */
+typedef struct opt_def {
+    const char *op;
+    int nstate;
+    const char *state[2];
+    float lr, weight_decay;
+} opt_def;
+
+static const opt_def opts[] = {
+    [MP_OPT_SGD] = {"SGDUpdate", 0, {NULL, NULL}, 1e-2f, 0.0f},
+    [MP_OPT_MOMENTUM] = {"MomentumUpdate", 1, {"momentum", NULL}, 1e-2f, 0.0f},
+    [MP_OPT_ADAM] = {"AdamUpdate", 2, {"exp_avg", "exp_avg_sq"}, 1e-3f, 0.0f},
+    [MP_OPT_ADAMW] = {"AdamUpdate", 2, {"exp_avg", "exp_avg_sq"}, 1e-3f, 1e-2f},
+    [MP_OPT_ADAFACTOR] = {"AdafactorUpdate", 2, {"exp_avg_sq_row", "exp_avg_sq_col"}, 1e-2f, 0.0f},
+};
+
+/* A persistent tensor of the step (no producer): optimizer state or an accumulation buffer. */
+static int32_t state_value(mp_ad *ad, const char *param, const char *what, mp_role role, mp_dtype t, int rank,
+                           const mp_dim *dims)
+{
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, ".%s", what);
+    int32_t id = ad_value(ad, param, suffix, role);
+    mp_value_set(ad->g, id, t, rank, dims);
+    return id;
+}
+
+/* Adafactor's factored second moment for a 2-D+ param [.., R, C]: rows [.., R], columns [.., C]. */
+static int factored_dims(const mp_value *p, int which, mp_dim *d)
+{
+    int r = 0;
+    for (int i = 0; i < p->rank; i++)
+        if (i != p->rank - 1 - which) d[r++] = p->dims[i];
+    return r;
+}
+
+int mp_optimizer_build(mp_graph *g, const mp_train_opts *o, const int32_t *param_grad, const int32_t *master,
+                       mp_err *err)
+{
+    if (o->optimizer < MP_OPT_SGD || o->optimizer > MP_OPT_ADAFACTOR) return mp_fail(err, "unknown optimizer %d", o->optimizer);
+    const opt_def *od = &opts[o->optimizer];
+    mp_ad ad = {g, err, MP_PHASE_OPTIMIZER, g->nvalues, NULL, NULL, NULL};
+    int32_t nparams = 0;
+    for (int32_t p = 0; p < ad.nfwd; p++) {
+        if (g->values[p].role != MP_ROLE_PARAM || g->values[p].producer >= 0) continue;
+        int32_t grad = param_grad[p];
+        if (grad < 0) continue; /* the loss does not reach it: nothing to update */
+        nparams++;
+        int32_t w = master ? master[p] : p; /* the fp32 copy the optimizer updates */
+        const mp_value *pv = &g->values[w];
+        const char *name = g->values[p].name;
+        if (o->micro_batches > 1) { /* acc += grad, in place, each micro-batch */
+            int32_t acc = state_value(&ad, name, "grad_acc", MP_ROLE_GRAD, g->values[grad].dtype, pv->rank, pv->dims);
+            int32_t in[2] = {acc, grad};
+            int32_t sum = ad_emit(&ad, "Add", "", 2, in, "grad_acc");
+            if (sum < 0) return -1;
+            g->values[grad].role = MP_ROLE_TRANSIENT;
+            g->values[sum].role = MP_ROLE_GRAD;
+            g->values[sum].alias = acc;
+            grad = sum;
+        }
+        int32_t in[4] = {w, grad, -1, -1}, out[3] = {-1, -1, -1};
+        bool factored = o->optimizer == MP_OPT_ADAFACTOR && pv->rank >= 2;
+        int nstate = o->optimizer == MP_OPT_ADAFACTOR && !factored ? 1 : od->nstate;
+        for (int s = 0; s < nstate; s++) {
+            mp_dim d[MP_MAX_RANK];
+            int rank = pv->rank;
+            if (factored) rank = factored_dims(pv, s, d);
+            else memcpy(d, pv->dims, (size_t)rank * sizeof *d);
+            const char *what = o->optimizer == MP_OPT_ADAFACTOR && !factored ? "exp_avg_sq" : od->state[s];
+            in[2 + s] = state_value(&ad, name, what, MP_ROLE_OPT_STATE, MP_FLOAT, rank, d);
+            out[1 + s] = ad_value(&ad, g->values[in[2 + s]].name, "'", MP_ROLE_OPT_STATE);
+        }
+        out[0] = ad_value(&ad, g->values[w].name, "'", g->values[w].role);
+        int32_t n = ad_add(&ad, od->op, "memplan", 2 + nstate, in, 1 + nstate, out);
+        mp_node *m = &g->nodes[n];
+        ad_attr_float(g, m, "lr", od->lr);
+        if (od->weight_decay != 0.0f) ad_attr_float(g, m, "weight_decay", od->weight_decay);
+        if (o->optimizer == MP_OPT_MOMENTUM) ad_attr_float(g, m, "momentum", 0.9f);
+        if (o->optimizer == MP_OPT_ADAM || o->optimizer == MP_OPT_ADAMW) {
+            ad_attr_float(g, m, "beta1", 0.9f);
+            ad_attr_float(g, m, "beta2", 0.999f);
+            ad_attr_float(g, m, "epsilon", 1e-8f);
+        }
+        if (o->optimizer == MP_OPT_ADAFACTOR) ad_attr_float(g, m, "decay_rate", -0.8f);
+        if (ad_infer(&ad, n)) return -1;
+        for (int k = 0; k <= nstate; k++) g->values[out[k]].alias = k ? in[1 + k] : w;
+    }
+    if (!nparams) return mp_fail(err, "the loss reaches no parameter");
+    return 0;
+}

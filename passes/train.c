@@ -1,0 +1,207 @@
+/* train.c - builds the training step in place: classify the tensors, append
+ * the loss, the backward (autodiff.c) and the optimizer (optimizer.c), then
+ * give every value a role. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/shape.h"
+#include "passes/autodiff.h"
+
+mp_train_opts mp_train_defaults(void)
+{
+    return (mp_train_opts){MP_LOSS_AUTO, MP_OPT_ADAMW, MP_FLOAT, 1, false, NULL};
+}
+
+/* ---- classification (the rules `memplan inspect` reports) ---- */
+
+static bool is_default_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
+static bool node_is(const mp_node *n, const char *op) { return is_default_domain(n->domain) && !strcmp(n->op_type, op); }
+
+static bool named_buffer(const mp_train_opts *o, const char *name)
+{
+    for (const char *const *b = o->buffers; b && *b; b++)
+        if (!strcmp(*b, name)) return true;
+    return false;
+}
+
+int mp_train_classify(mp_graph *g, const mp_train_opts *o, mp_err *err)
+{
+    for (int32_t i = 0; i < g->nvalues; i++) g->values[i].role = MP_ROLE_ACTIVATION;
+    /* inputs: data unless params_as_inputs names a float input with a fixed first dim */
+    int ndata = 0;
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        mp_value *v = &g->values[g->inputs[i]];
+        bool data = (v->rank >= 1 && v->dims[0].v < 0) || !mp_dtype_is_float(v->dtype);
+        ndata += data;
+        v->role = o->params_as_inputs && !data ? MP_ROLE_PARAM : MP_ROLE_INPUT;
+    }
+    if (o->params_as_inputs && !ndata && g->ninputs)
+        return mp_fail(err, "params_as_inputs: no input has a symbolic first dimension, so data inputs cannot be told "
+                            "from parameters");
+    for (int32_t i = 0; i < g->ninits; i++) {
+        mp_value *v = &g->values[g->inits[i]];
+        v->role = mp_dtype_is_float(v->dtype) ? MP_ROLE_PARAM : MP_ROLE_CONST;
+    }
+    /* BatchNormalization running mean and variance are state, not weights */
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        if (!node_is(n, "BatchNormalization")) continue;
+        for (int k = 3; k <= 4 && k < n->nin; k++)
+            if (n->in[k] >= 0 && g->values[n->in[k]].role == MP_ROLE_PARAM) g->values[n->in[k]].role = MP_ROLE_BUFFER;
+    }
+    /* a float tensor only ever cropped by a Slice whose bounds come from a
+     * Shape/Size is a table cached for the longest input (a causal mask) */
+    bool *derived = calloc((size_t)g->nvalues + 1, sizeof *derived);
+    bool *used = calloc((size_t)g->nvalues + 1, sizeof *used);
+    bool *cropped = calloc((size_t)g->nvalues + 1, sizeof *cropped);
+    if (!derived || !used || !cropped) {
+        free(derived), free(used), free(cropped);
+        return mp_fail(err, "out of memory");
+    }
+    for (int32_t i = 0; i < g->nvalues; i++) cropped[i] = true;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        bool from = node_is(n, "Shape") || node_is(n, "Size");
+        for (int k = 0; k < n->nin && !from; k++) from = n->in[k] >= 0 && derived[n->in[k]];
+        for (int k = 0; k < n->nout && from; k++)
+            if (n->out[k] >= 0) derived[n->out[k]] = true;
+        bool crops = node_is(n, "Slice") && n->nin >= 3 &&
+                     ((n->in[1] >= 0 && derived[n->in[1]]) || (n->in[2] >= 0 && derived[n->in[2]]));
+        for (int k = 0; k < n->nin; k++) {
+            if (n->in[k] < 0) continue;
+            used[n->in[k]] = true;
+            if (!(crops && k == 0)) cropped[n->in[k]] = false;
+        }
+    }
+    for (int32_t i = 0; i < g->nvalues; i++) {
+        mp_value *v = &g->values[i];
+        if (v->role == MP_ROLE_PARAM && used[i] && cropped[i]) v->role = MP_ROLE_BUFFER;
+        if ((v->role == MP_ROLE_PARAM || v->role == MP_ROLE_CONST) && named_buffer(o, v->name)) v->role = MP_ROLE_BUFFER;
+    }
+    free(derived), free(used), free(cropped);
+    /* Constant nodes' outputs are constants, not activations */
+    for (int32_t i = 0; i < g->nnodes; i++)
+        if (node_is(&g->nodes[i], "Constant") && g->nodes[i].nout > 0 && g->nodes[i].out[0] >= 0)
+            g->values[g->nodes[i].out[0]].role = MP_ROLE_CONST;
+    return 0;
+}
+
+/* ---- loss ---- */
+
+/* A new graph input of the step (labels, target). */
+static int32_t add_input(mp_ad *ad, const char *name, mp_dtype t, int rank, const mp_dim *dims)
+{
+    mp_graph *g = ad->g;
+    int32_t id = ad_value(ad, name, "", MP_ROLE_INPUT);
+    mp_value_set(g, id, t, rank, dims);
+    g->values[id].flags |= MP_VAL_INPUT;
+    int32_t *in = mp_arena_alloc(g->arena, (size_t)(g->ninputs + 1) * sizeof *in);
+    if (g->ninputs) memcpy(in, g->inputs, (size_t)g->ninputs * sizeof *in);
+    in[g->ninputs++] = id;
+    g->inputs = in;
+    return id;
+}
+
+static int32_t reduce_all(mp_ad *ad, const char *op, int32_t x)
+{
+    int32_t out;
+    int32_t n = ad_add1(ad, op, "", 1, &x, "loss", &out);
+    ad_attr_int(ad->g, &ad->g->nodes[n], "keepdims", 0);
+    return ad_infer(ad, n) ? -1 : out;
+}
+
+/* Appends the loss of output y; returns the scalar loss value, -1 on failure. */
+static int32_t build_loss(mp_ad *ad, mp_loss_kind kind, int32_t y)
+{
+    mp_graph *g = ad->g;
+    const mp_value *v = &g->values[y];
+    if (!mp_dtype_is_float(v->dtype)) return mp_fail(ad->err, "output '%s' is not a float tensor", v->name);
+    mp_dim c = v->rank >= 2 ? mp_dim_resolve(g, v->dims[v->rank - 1]) : MP_DIM_UNKNOWN;
+    if (kind == MP_LOSS_AUTO) kind = c.v > 1 ? MP_LOSS_XENT : MP_LOSS_MSE;
+    if (kind == MP_LOSS_SUM) return reduce_all(ad, "ReduceSum", y);
+    if (kind == MP_LOSS_MSE) {
+        int32_t in[2] = {y, add_input(ad, "target", v->dtype, v->rank, v->dims)};
+        int32_t d = ad_emit(ad, "Sub", "", 2, in, "loss_diff");
+        if (d < 0) return -1;
+        int32_t sq[2] = {d, d};
+        int32_t s = ad_emit(ad, "Mul", "", 2, sq, "loss_sq");
+        return s < 0 ? -1 : reduce_all(ad, "ReduceMean", s);
+    }
+    if (c.v < 1) return mp_fail(ad->err, "cross-entropy needs logits [.., C] with a known C; '%s' is not", v->name);
+    /* SoftmaxCrossEntropyLoss takes classes on axis 1: flatten to [N, C] and labels to [N] */
+    mp_dim ldims[MP_MAX_RANK];
+    for (int i = 0; i + 1 < v->rank; i++) ldims[i] = v->dims[i];
+    int32_t labels = add_input(ad, "labels", MP_INT64, v->rank - 1, ldims);
+    int32_t scores = y, lab = labels;
+    if (v->rank > 2) {
+        int64_t s2[2] = {-1, c.v}, s1[1] = {-1};
+        int32_t a[2] = {y, ad_const_ints(ad, s2, 2)}, b[2] = {labels, ad_const_ints(ad, s1, 1)};
+        if (a[1] < 0 || b[1] < 0) return -1;
+        scores = ad_emit(ad, "Reshape", "", 2, a, "loss_logits");
+        lab = ad_emit(ad, "Reshape", "", 2, b, "loss_labels");
+        if (scores < 0 || lab < 0) return -1;
+    }
+    int32_t in[2] = {scores, lab};
+    int32_t out[2] = {ad_value(ad, "loss", "", MP_ROLE_ACTIVATION), ad_value(ad, "loss_log_prob", "", MP_ROLE_ACTIVATION)};
+    int32_t n = ad_add(ad, "SoftmaxCrossEntropyLoss", "", 2, in, 2, out);
+    return ad_infer(ad, n) ? -1 : out[0];
+}
+
+/* ---- the step ---- */
+
+bool mp_value_is_saved(const mp_graph *g, int32_t id)
+{
+    if (id < 0 || id >= g->nvalues) return false;
+    const mp_value *v = &g->values[id];
+    if (v->role != MP_ROLE_ACTIVATION && v->role != MP_ROLE_INPUT) return false;
+    for (int32_t k = 0; k < v->ncons; k++)
+        if (g->nodes[v->cons[k]].phase == MP_PHASE_BACKWARD) return true;
+    return false;
+}
+
+/* Roles of what the passes left unset: by the phase of the producer. */
+static void finish_roles(mp_graph *g)
+{
+    for (int32_t i = 0; i < g->nvalues; i++) {
+        mp_value *v = &g->values[i];
+        if (v->producer < 0 || v->role != MP_ROLE_NONE) continue;
+        mp_phase p = g->nodes[v->producer].phase;
+        v->role = p <= MP_PHASE_LOSS ? MP_ROLE_ACTIVATION : MP_ROLE_TRANSIENT;
+    }
+    for (int32_t i = 0; i < g->nvalues; i++)
+        if (g->values[i].role == MP_ROLE_NONE) g->values[i].role = MP_ROLE_TRANSIENT;
+}
+
+int mp_train_build(mp_graph *g, const mp_train_opts *o, mp_err *err)
+{
+    if (o->micro_batches < 1) return mp_fail(err, "micro_batches must be at least 1, not %d", o->micro_batches);
+    if (o->precision != MP_FLOAT && o->precision != MP_BFLOAT16 && o->precision != MP_FLOAT16)
+        return mp_fail(err, "precision must be float32, bfloat16 or float16, not %s", mp_dtype_name(o->precision));
+    if (o->precision != MP_FLOAT) return mp_fail(err, "mixed precision (%s) is not implemented yet", mp_dtype_name(o->precision));
+    if (g->noutputs < 1) return mp_fail(err, "the model has no output to take a loss of");
+    for (int32_t i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].phase != MP_PHASE_FORWARD) return mp_fail(err, "the graph already holds a training step");
+    if (mp_train_classify(g, o, err)) return -1;
+    int64_t nparams = 0;
+    for (int32_t i = 0; i < g->nvalues; i++) nparams += g->values[i].role == MP_ROLE_PARAM;
+    if (!nparams) return mp_fail(err, "the model has no parameters (float initializers) to train");
+    for (int32_t i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op < 0) return mp_fail(err, "node '%s' (%s) was not inferred: run mp_infer first", g->nodes[i].name, g->nodes[i].op_type);
+
+    mp_ad ad = {g, err, MP_PHASE_LOSS, g->nvalues, NULL, NULL, NULL};
+    int32_t loss = build_loss(&ad, o->loss, g->outputs[0]);
+    if (loss < 0) return -1;
+    ad.phase = MP_PHASE_BACKWARD;
+    int32_t seed = ad_const_scalar(&ad, g->values[loss].dtype, 1.0);
+    if (seed < 0) return -1;
+    int32_t nvals = g->nvalues;
+    int32_t *param_grad = malloc((size_t)nvals * sizeof *param_grad);
+    if (!param_grad) return mp_fail(err, "out of memory");
+    int rc = mp_autodiff(g, loss, seed, param_grad, err);
+    if (!rc) rc = mp_optimizer_build(g, o, param_grad, NULL, err);
+    free(param_grad);
+    if (rc) return -1;
+    if (mp_graph_link(g, err)) return -1;
+    finish_roles(g);
+    return 0;
+}
