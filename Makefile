@@ -17,7 +17,7 @@ build: deps
 	@cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
-	$(BUILD)/memplan inspect models/gpt2_124m.onnx --batch 4 --dim sequence=1024
+	$(BUILD)/memplan models/gpt2_124m.onnx --batch 4 --dim sequence=1024
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
