@@ -47,7 +47,8 @@ int shape_GradToShape(mp_graph *g, mp_node *n, mp_err *err)
         t = mp_in(g, n, 0)->dtype;
     } else {
         int64_t a = mp_attr_int(n, "dtype", MP_FLOAT);
-        if (!mp_dtype_valid((int)a) || !(MP_T(a) & MP_T_FLOATS)) return mp_fail(err, "attribute 'dtype' %lld is not a float type", (long long)a);
+        if (!mp_dtype_valid((int)a) || !(MP_T(a) & MP_T_FLOATS))
+            return mp_fail(err, "attribute 'dtype' %lld is not a float type", (long long)a);
         t = (mp_dtype)a;
     }
     return mp_set_out(g, n, 0, t, rank, d);
@@ -78,8 +79,8 @@ int shape_NormGrad(mp_graph *g, mp_node *n, mp_err *err)
 int shape_OptUpdate(mp_graph *g, mp_node *n, mp_err *err)
 {
     if (n->nin < 2 || n->nout != n->nin - 1)
-        return mp_fail(err, "takes (param, grad, state...) and gives (param', state'...): %d inputs, %d outputs", n->nin,
-                       n->nout);
+        return mp_fail(err, "takes (param, grad, state...) and gives (param', state'...): %d inputs, %d outputs",
+                       n->nin, n->nout);
     for (int i = 0; i < n->nin; i++)
         if (need_float(g, n, i, i == 0 ? "param" : i == 1 ? "grad" : "state", err)) return -1;
     for (int k = 0; k < n->nout; k++) {

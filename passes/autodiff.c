@@ -53,11 +53,14 @@ int ad_infer(mp_ad *ad, int32_t id)
 {
     mp_node *n = &ad->g->nodes[id];
     const mp_op_def *d = mp_op_find(n->op_type, n->domain);
-    if (!d) return mp_fail(ad->err, "node '%s': op '%s' (domain '%s') is not in the op table", n->name, n->op_type, n->domain);
+    if (!d)
+        return mp_fail(ad->err, "node '%s': op '%s' (domain '%s') is not in the op table", n->name, n->op_type,
+                       n->domain);
     n->op = d->id;
     mp_err inner = {{0}};
     if (d->shape(ad->g, n, &inner))
-        return mp_fail(ad->err, "node '%s' (%s): %s", n->name, n->op_type, inner.msg[0] ? inner.msg : "shape inference failed");
+        return mp_fail(ad->err, "node '%s' (%s): %s", n->name, n->op_type,
+                       inner.msg[0] ? inner.msg : "shape inference failed");
     for (int k = 0; k < n->nout; k++) {
         const mp_value *v = mp_val(ad->g, n->out[k]);
         if (v && v->bytes < 0)
@@ -140,7 +143,8 @@ int ad_known_dims(mp_ad *ad, int32_t id, int64_t *dims, int *rank)
     if (v->rank < 0) return mp_fail(ad->err, "'%s' has an unknown rank", v->name);
     for (int i = 0; i < v->rank; i++) {
         mp_dim d = mp_dim_resolve(ad->g, v->dims[i]);
-        if (d.v < 0) return mp_fail(ad->err, "'%s' has an unbound dimension %d (bind every symbolic dim first)", v->name, i);
+        if (d.v < 0)
+            return mp_fail(ad->err, "'%s' has an unbound dimension %d (bind every symbolic dim first)", v->name, i);
         dims[i] = d.v;
     }
     *rank = v->rank;
@@ -183,6 +187,12 @@ int ad_give(mp_ad *ad, int32_t v, int32_t gval, bool own)
     int32_t in[2] = {ad->grad[v], gval};
     int32_t sum = ad_emit(ad, "Add", "", 2, in, "grad_acc");
     if (sum < 0) return -1;
+    /* in place when the running sum is v's alone: nothing else reads it, and
+     * v's own rule (the only other reader) runs later in the reverse walk.
+     * Not for parameters: their gradient is a GRAD value of its own memory. */
+    if (ad->own[v] && ad->g->values[v].role != MP_ROLE_PARAM &&
+        ad->g->values[in[0]].bytes == ad->g->values[sum].bytes)
+        ad->g->values[sum].alias = in[0];
     ad->grad[v] = sum;
     ad->own[v] = true;
     return 0;

@@ -75,6 +75,9 @@ static inline bool ad_needs(const mp_ad *ad, int32_t v) { return v >= 0 && v < a
 MP_GRAD_RULES(MP_GRAD_DECL)
 #undef MP_GRAD_DECL
 
+/* fp16 static loss scale (the seed of the backward; the update divides it out). */
+#define MP_FP16_LOSS_SCALE 65536.0
+
 /* ---- steps (autodiff.c, optimizer.c) ---- */
 /* Emits the backward of the scalar loss; fills param_grad[p] for every
  * parameter p (-1 for one the loss does not reach). seed: the loss gradient value. */

@@ -90,7 +90,10 @@ int mp_grad_Tanh(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, 
 int mp_grad_Sqrt(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "SqrtGrad", true); }
 int mp_grad_Erf(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "ErfGrad", false); }
 int mp_grad_Gelu(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "GeluGrad", false); }
-int mp_grad_HardSwish(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "HardSwishGrad", false); }
+int mp_grad_HardSwish(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return unary(ad, node, dy, "HardSwishGrad", false);
+}
 int mp_grad_HardSigmoid(mp_ad *ad, int32_t node, const int32_t *dy)
 {
     return unary(ad, node, dy, "HardSigmoidGrad", false);
@@ -136,8 +139,10 @@ int mp_grad_Dropout(mp_ad *ad, int32_t node, const int32_t *dy)
         mp_value_set(g, mask, MP_BOOL, y->rank, y->dims);
     }
     float ratio = 0.5f;
-    if (IN(1) >= 0 && g->values[IN(1)].konst) ratio = (float)mp_tensor_get_f64(g->values[IN(1)].konst, 0);
-    else ratio = mp_attr_float(NODE, "ratio", 0.5f);
+    if (IN(1) >= 0 && g->values[IN(1)].konst)
+        ratio = (float)mp_tensor_get_f64(g->values[IN(1)].konst, 0);
+    else
+        ratio = mp_attr_float(NODE, "ratio", 0.5f);
     int32_t in[2] = {dy[0], mask};
     int32_t out;
     int32_t n = ad_add1(ad, "DropoutGrad", "memplan", 2, in, "grad_dropout", &out);

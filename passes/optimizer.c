@@ -45,7 +45,8 @@ static int factored_dims(const mp_value *p, int which, mp_dim *d)
 int mp_optimizer_build(mp_graph *g, const mp_train_opts *o, const int32_t *param_grad, const int32_t *master,
                        mp_err *err)
 {
-    if (o->optimizer < MP_OPT_SGD || o->optimizer > MP_OPT_ADAFACTOR) return mp_fail(err, "unknown optimizer %d", o->optimizer);
+    if (o->optimizer < MP_OPT_SGD || o->optimizer > MP_OPT_ADAFACTOR)
+        return mp_fail(err, "unknown optimizer %d", o->optimizer);
     const opt_def *od = &opts[o->optimizer];
     mp_ad ad = {g, err, MP_PHASE_OPTIMIZER, g->nvalues, NULL, NULL, NULL};
     int32_t nparams = 0;
@@ -54,7 +55,7 @@ int mp_optimizer_build(mp_graph *g, const mp_train_opts *o, const int32_t *param
         int32_t grad = param_grad[p];
         if (grad < 0) continue; /* the loss does not reach it: nothing to update */
         nparams++;
-        int32_t w = master ? master[p] : p; /* the fp32 copy the optimizer updates */
+        int32_t w = master && master[p] >= 0 ? master[p] : p; /* the fp32 copy the optimizer updates */
         const mp_value *pv = &g->values[w];
         const char *name = g->values[p].name;
         if (o->micro_batches > 1) { /* acc += grad, in place, each micro-batch */
@@ -73,8 +74,10 @@ int mp_optimizer_build(mp_graph *g, const mp_train_opts *o, const int32_t *param
         for (int s = 0; s < nstate; s++) {
             mp_dim d[MP_MAX_RANK];
             int rank = pv->rank;
-            if (factored) rank = factored_dims(pv, s, d);
-            else memcpy(d, pv->dims, (size_t)rank * sizeof *d);
+            if (factored)
+                rank = factored_dims(pv, s, d);
+            else
+                memcpy(d, pv->dims, (size_t)rank * sizeof *d);
             const char *what = o->optimizer == MP_OPT_ADAFACTOR && !factored ? "exp_avg_sq" : od->state[s];
             in[2 + s] = state_value(&ad, name, what, MP_ROLE_OPT_STATE, MP_FLOAT, rank, d);
             out[1 + s] = ad_value(&ad, g->values[in[2 + s]].name, "'", MP_ROLE_OPT_STATE);
@@ -91,8 +94,16 @@ int mp_optimizer_build(mp_graph *g, const mp_train_opts *o, const int32_t *param
             ad_attr_float(g, m, "epsilon", 1e-8f);
         }
         if (o->optimizer == MP_OPT_ADAFACTOR) ad_attr_float(g, m, "decay_rate", -0.8f);
+        if (o->precision == MP_FLOAT16) ad_attr_float(g, m, "loss_scale", (float)MP_FP16_LOSS_SCALE);
         if (ad_infer(&ad, n)) return -1;
         for (int k = 0; k <= nstate; k++) g->values[out[k]].alias = k ? in[1 + k] : w;
+        if (w != p) { /* the new low-precision working copy, written over the old */
+            int32_t c = ad_value(&ad, name, "'", MP_ROLE_PARAM);
+            int32_t cn = ad_add(&ad, "Cast", "", 1, &out[0], 1, &c);
+            ad_attr_int(g, &g->nodes[cn], "to", g->values[p].dtype);
+            if (ad_infer(&ad, cn)) return -1;
+            g->values[c].alias = p;
+        }
     }
     if (!nparams) return mp_fail(err, "the loss reaches no parameter");
     return 0;

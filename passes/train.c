@@ -4,18 +4,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frontend/infer.h"
 #include "frontend/shape.h"
 #include "passes/autodiff.h"
 
-mp_train_opts mp_train_defaults(void)
-{
-    return (mp_train_opts){MP_LOSS_AUTO, MP_OPT_ADAMW, MP_FLOAT, 1, false, NULL};
-}
+mp_train_opts mp_train_defaults(void) { return (mp_train_opts){MP_LOSS_AUTO, MP_OPT_ADAMW, MP_FLOAT, 1, false, NULL}; }
 
 /* ---- classification (the rules `memplan inspect` reports) ---- */
 
 static bool is_default_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
-static bool node_is(const mp_node *n, const char *op) { return is_default_domain(n->domain) && !strcmp(n->op_type, op); }
+static bool node_is(const mp_node *n, const char *op)
+{
+    return is_default_domain(n->domain) && !strcmp(n->op_type, op);
+}
 
 static bool named_buffer(const mp_train_opts *o, const char *name)
 {
@@ -76,7 +77,8 @@ int mp_train_classify(mp_graph *g, const mp_train_opts *o, mp_err *err)
     for (int32_t i = 0; i < g->nvalues; i++) {
         mp_value *v = &g->values[i];
         if (v->role == MP_ROLE_PARAM && used[i] && cropped[i]) v->role = MP_ROLE_BUFFER;
-        if ((v->role == MP_ROLE_PARAM || v->role == MP_ROLE_CONST) && named_buffer(o, v->name)) v->role = MP_ROLE_BUFFER;
+        if ((v->role == MP_ROLE_PARAM || v->role == MP_ROLE_CONST) && named_buffer(o, v->name))
+            v->role = MP_ROLE_BUFFER;
     }
     free(derived), free(used), free(cropped);
     /* Constant nodes' outputs are constants, not activations */
@@ -142,12 +144,80 @@ static int32_t build_loss(mp_ad *ad, mp_loss_kind kind, int32_t y)
         if (scores < 0 || lab < 0) return -1;
     }
     int32_t in[2] = {scores, lab};
-    int32_t out[2] = {ad_value(ad, "loss", "", MP_ROLE_ACTIVATION), ad_value(ad, "loss_log_prob", "", MP_ROLE_ACTIVATION)};
+    int32_t out[2] = {ad_value(ad, "loss", "", MP_ROLE_ACTIVATION),
+                      ad_value(ad, "loss_log_prob", "", MP_ROLE_ACTIVATION)};
     int32_t n = ad_add(ad, "SoftmaxCrossEntropyLoss", "", 2, in, 2, out);
     return ad_infer(ad, n) ? -1 : out[0];
 }
 
+/* ---- mixed precision ---- */
+
+/* A low-precision copy of a float tensor (shape only when its bytes are not decoded). */
+static mp_tensor *lower_tensor(mp_graph *g, const mp_tensor *t, mp_dtype low)
+{
+    mp_tensor *r = mp_tensor_new(g->arena, low, t->rank, t->dims);
+    if (!t->data)
+        r->data = NULL;
+    else
+        for (int64_t i = 0; i < t->numel; i++) mp_tensor_set_f64(r, i, mp_tensor_get_f64(t, i));
+    return r;
+}
+
+/* Parameters become low-precision working copies, each with an fp32 master
+ * (OPT_STATE) in master[p]; float inputs, buffers, constants and casts to
+ * float become low precision; then the forward is inferred again. */
+static int lower_precision(mp_graph *g, mp_dtype low, int32_t *master, mp_err *err)
+{
+    mp_ad ad = {g, err, MP_PHASE_FORWARD, g->nvalues, NULL, NULL, NULL};
+    int32_t n0 = g->nvalues;
+    for (int32_t i = 0; i < n0; i++) {
+        mp_value *v = &g->values[i];
+        master[i] = -1;
+        if (v->producer >= 0 || v->dtype != MP_FLOAT) continue;
+        if (v->role == MP_ROLE_PARAM) {
+            master[i] = ad_value(&ad, v->name, ".master", MP_ROLE_OPT_STATE);
+            v = &g->values[i];
+            mp_value_set(g, master[i], MP_FLOAT, v->rank, v->dims);
+        }
+        if (v->konst) v->konst = lower_tensor(g, v->konst, low);
+        mp_value_set(g, i, low, v->rank, v->dims);
+    }
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        mp_node *n = &g->nodes[i];
+        if (*n->domain) continue;
+        if (!strcmp(n->op_type, "Cast")) {
+            for (int k = 0; k < n->nattrs; k++)
+                if (!strcmp(n->attrs[k].name, "to") && n->attrs[k].i == MP_FLOAT) n->attrs[k].i = low;
+            continue;
+        }
+        if (strcmp(n->op_type, "Constant") && strcmp(n->op_type, "ConstantOfShape")) continue;
+        const mp_value *out = mp_val(g, n->out[0]);
+        if (!out || out->dtype != MP_FLOAT) continue;
+        /* one `value` tensor attribute in low precision (value_float(s) included) */
+        mp_tensor *t = NULL;
+        for (int k = 0; k < n->nattrs && !t; k++)
+            if (n->attrs[k].type == MP_ATTR_TENSOR && n->attrs[k].tensors)
+                t = lower_tensor(g, n->attrs[k].tensors[0], low);
+        if (!t && out->konst && !strcmp(n->op_type, "Constant")) t = lower_tensor(g, out->konst, low);
+        if (!t && !strcmp(n->op_type, "Constant"))
+            return mp_fail(err, "node '%s': cannot lower this constant to %s", n->name, mp_dtype_name(low));
+        if (!t) { /* ConstantOfShape without value: float 0 */
+            t = mp_tensor_new(g->arena, low, 1, (int64_t[]){1});
+        }
+        n->nattrs = 0;
+        n->attrs = NULL;
+        ad_attr_int(g, n, "value", 0);
+        n->attrs[0].type = MP_ATTR_TENSOR;
+        n->attrs[0].tensors = mp_arena_alloc(g->arena, sizeof *n->attrs[0].tensors);
+        n->attrs[0].tensors[0] = t;
+    }
+    if (mp_infer(g, err)) return -1;
+    return 0;
+}
+
 /* ---- the step ---- */
+
+static int build_step(mp_graph *g, const mp_train_opts *o, const int32_t *master, mp_err *err);
 
 bool mp_value_is_saved(const mp_graph *g, int32_t id)
 {
@@ -177,7 +247,6 @@ int mp_train_build(mp_graph *g, const mp_train_opts *o, mp_err *err)
     if (o->micro_batches < 1) return mp_fail(err, "micro_batches must be at least 1, not %d", o->micro_batches);
     if (o->precision != MP_FLOAT && o->precision != MP_BFLOAT16 && o->precision != MP_FLOAT16)
         return mp_fail(err, "precision must be float32, bfloat16 or float16, not %s", mp_dtype_name(o->precision));
-    if (o->precision != MP_FLOAT) return mp_fail(err, "mixed precision (%s) is not implemented yet", mp_dtype_name(o->precision));
     if (g->noutputs < 1) return mp_fail(err, "the model has no output to take a loss of");
     for (int32_t i = 0; i < g->nnodes; i++)
         if (g->nodes[i].phase != MP_PHASE_FORWARD) return mp_fail(err, "the graph already holds a training step");
@@ -186,19 +255,40 @@ int mp_train_build(mp_graph *g, const mp_train_opts *o, mp_err *err)
     for (int32_t i = 0; i < g->nvalues; i++) nparams += g->values[i].role == MP_ROLE_PARAM;
     if (!nparams) return mp_fail(err, "the model has no parameters (float initializers) to train");
     for (int32_t i = 0; i < g->nnodes; i++)
-        if (g->nodes[i].op < 0) return mp_fail(err, "node '%s' (%s) was not inferred: run mp_infer first", g->nodes[i].name, g->nodes[i].op_type);
+        if (g->nodes[i].op < 0)
+            return mp_fail(err, "node '%s' (%s) was not inferred: run mp_infer first", g->nodes[i].name,
+                           g->nodes[i].op_type);
 
+    int32_t *master = NULL;
+    if (o->precision != MP_FLOAT) {
+        master = malloc((size_t)g->nvalues * sizeof *master);
+        if (!master) return mp_fail(err, "out of memory");
+        mp_err inner = {{0}};
+        if (lower_precision(g, o->precision, master, &inner)) {
+            free(master);
+            return mp_fail(err, "lowering to %s: %s", mp_dtype_name(o->precision), inner.msg);
+        }
+    }
+    int rc = build_step(g, o, master, err);
+    free(master);
+    return rc;
+}
+
+/* The loss, backward and optimizer, after classification (and lowering). */
+static int build_step(mp_graph *g, const mp_train_opts *o, const int32_t *master, mp_err *err)
+{
     mp_ad ad = {g, err, MP_PHASE_LOSS, g->nvalues, NULL, NULL, NULL};
     int32_t loss = build_loss(&ad, o->loss, g->outputs[0]);
     if (loss < 0) return -1;
     ad.phase = MP_PHASE_BACKWARD;
-    int32_t seed = ad_const_scalar(&ad, g->values[loss].dtype, 1.0);
+    /* fp16: the loss is scaled so small gradients stay representable; the update unscales */
+    int32_t seed = ad_const_scalar(&ad, g->values[loss].dtype, o->precision == MP_FLOAT16 ? MP_FP16_LOSS_SCALE : 1.0);
     if (seed < 0) return -1;
     int32_t nvals = g->nvalues;
     int32_t *param_grad = malloc((size_t)nvals * sizeof *param_grad);
     if (!param_grad) return mp_fail(err, "out of memory");
     int rc = mp_autodiff(g, loss, seed, param_grad, err);
-    if (!rc) rc = mp_optimizer_build(g, o, param_grad, NULL, err);
+    if (!rc) rc = mp_optimizer_build(g, o, param_grad, master, err);
     free(param_grad);
     if (rc) return -1;
     if (mp_graph_link(g, err)) return -1;

@@ -76,6 +76,13 @@ typedef int (*mp_kernel_fn)(const mp_kargs *k, mp_err *err);
 
 #define MP_CPU_DECLARE(name) int mp_cpu_##name(const mp_kargs *k, mp_err *err);
 MP_CPU_KERNELS(MP_CPU_DECLARE)
+/* Backward and optimizer ops of the training step (runtime/cpu_grad.c). */
+#define MP_CPU_GRAD_KERNELS(X) \
+    X(ReluGrad) X(SigmoidGrad) X(TanhGrad) X(Scale) X(SumToShape) X(ReduceSumGrad) X(ReduceMeanGrad) X(SGDUpdate) \
+    X(MatMulGradA) X(MatMulGradB) X(ErfGrad) X(SqrtGrad) X(PowGrad) X(WhereGrad) X(SoftmaxGrad) X(SoftmaxCrossEntropyGrad) \
+    X(GeluGrad) X(GatherGrad) X(LayerNormalizationGrad) X(ConvGrad) X(MaxPoolGrad) X(GlobalAveragePoolGrad) \
+    X(BatchNormalizationGrad) X(HardSigmoidGrad) X(HardSwishGrad) X(DropoutGrad) X(Zeros) X(AveragePoolGrad) X(SliceGrad)
+MP_CPU_GRAD_KERNELS(MP_CPU_DECLARE)
 #undef MP_CPU_DECLARE
 
 /* The registered kernel of an op id (kernels.def), NULL if none. */

@@ -3,6 +3,7 @@
  * its shape, optimizer state sizes, roles and phases on everything, and an
  * error naming the node for an op without a gradient rule. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "frontend/infer.h"
 #include "frontend/onnx.h"
 #include "passes/train.h"
+#include "runtime/exec.h"
 
 typedef struct step {
     mp_model *m;
@@ -53,7 +55,8 @@ static void check_step(const step *s)
     for (int32_t i = 0; i < g->nvalues; i++) {
         const mp_value *v = &g->values[i];
         ck_assert_msg(v->role > MP_ROLE_NONE && v->role < MP_ROLE_COUNT, "value '%s' has no role", v->name);
-        if (v->kind == MP_KIND_TENSOR && v->dtype != MP_STRING && (v->ncons || v->producer >= 0 || v->role != MP_ROLE_ACTIVATION))
+        if (v->kind == MP_KIND_TENSOR && v->dtype != MP_STRING &&
+            (v->ncons || v->producer >= 0 || v->role != MP_ROLE_ACTIVATION))
             ck_assert_msg(v->bytes >= 0, "value '%s' has unknown bytes", v->name);
     }
     int nopt = 0;
@@ -112,7 +115,8 @@ START_TEST(mlp_optimizers)
         mp_train_opts o = mp_train_defaults();
         o.optimizer = kinds[k];
         o.loss = MP_LOSS_MSE;
-        ck_assert_msg(!build(&s, MODEL("mlp.onnx"), &o, 1, (const char *[]){"batch"}, (int64_t[]){4}, &err), "%s", err.msg);
+        ck_assert_msg(!build(&s, MODEL("mlp.onnx"), &o, 1, (const char *[]){"batch"}, (int64_t[]){4}, &err), "%s",
+                      err.msg);
         check_step(&s);
         ck_assert_int_ge(mp_graph_find(s.g, "target"), 0);
         if (kinds[k] == MP_OPT_SGD) ck_assert_int_eq(s.state_bytes, 0);
@@ -145,12 +149,40 @@ START_TEST(mlp_micro_batches)
 }
 END_TEST
 
+/* bf16 / fp16: low-precision parameters and gradients, fp32 masters and moments. */
+START_TEST(mixed_precision)
+{
+    static const mp_dtype lows[] = {MP_BFLOAT16, MP_FLOAT16};
+    static const char *const files[] = {MODEL("mlp.onnx"), MODEL("gpt_decoder.onnx")};
+    for (int f = 0; f < 2; f++)
+        for (int k = 0; k < 2; k++) {
+            step s;
+            mp_err err;
+            mp_train_opts o = mp_train_defaults();
+            o.precision = lows[k];
+            ck_assert_msg(
+                !build(&s, files[f], &o, f ? 2 : 1, (const char *[]){"batch", "sequence"}, (int64_t[]){2, 16}, &err),
+                "%s: %s", files[f], err.msg);
+            ck_assert_int_eq(s.param_bytes, 2 * s.param_elems);
+            ck_assert_int_eq(s.state_bytes, 3 * 4 * s.param_elems); /* master, exp_avg, exp_avg_sq */
+            for (int32_t i = 0; i < s.g->nvalues; i++) {
+                const mp_value *v = &s.g->values[i];
+                if (v->role == MP_ROLE_GRAD || v->role == MP_ROLE_PARAM) ck_assert_int_eq(v->dtype, lows[k]);
+                if (v->role == MP_ROLE_OPT_STATE) ck_assert_int_eq(v->dtype, MP_FLOAT);
+                ck_assert_int_ge(v->bytes, v->kind == MP_KIND_TENSOR && (v->producer >= 0 || v->ncons) ? 0 : -1);
+            }
+            close_step(&s);
+        }
+}
+END_TEST
+
 START_TEST(cnn_bn)
 {
     step s;
     mp_err err;
     mp_train_opts o = mp_train_defaults();
-    ck_assert_msg(!build(&s, MODEL("cnn_bn.onnx"), &o, 1, (const char *[]){"batch"}, (int64_t[]){2}, &err), "%s", err.msg);
+    ck_assert_msg(!build(&s, MODEL("cnn_bn.onnx"), &o, 1, (const char *[]){"batch"}, (int64_t[]){2}, &err), "%s",
+                  err.msg);
     ck_assert_int_eq(s.param_elems, 25626); /* running stats are buffers */
     ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes);
     int buffers = 0;
@@ -166,15 +198,27 @@ START_TEST(gpt_decoder)
     step s;
     mp_err err;
     mp_train_opts o = mp_train_defaults();
-    ck_assert_msg(!build(&s, MODEL("gpt_decoder.onnx"), &o, 2, (const char *[]){"batch", "sequence"},
-                         (int64_t[]){2, 16}, &err),
-                  "%s", err.msg);
+    ck_assert_msg(
+        !build(&s, MODEL("gpt_decoder.onnx"), &o, 2, (const char *[]){"batch", "sequence"}, (int64_t[]){2, 16}, &err),
+        "%s", err.msg);
     ck_assert_int_eq(s.param_elems, 141056);
     ck_assert_int_eq(s.ngrads, s.nparams);
     ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes);
     int32_t labels = mp_graph_find(s.g, "labels");
     ck_assert_int_ge(labels, 0);
     ck_assert_int_eq(s.g->values[labels].rank, 2);
+    /* residual streams: gradient sums of activations accumulate in place */
+    int inplace = 0;
+    for (int32_t i = 0; i < s.g->nnodes; i++) {
+        const mp_node *n = &s.g->nodes[i];
+        if (n->phase != MP_PHASE_BACKWARD || strcmp(n->op_type, "Add") || s.g->values[n->out[0]].alias < 0) continue;
+        const mp_value *out = &s.g->values[n->out[0]], *old = &s.g->values[out->alias];
+        ck_assert_int_eq(out->alias, n->in[0]);
+        ck_assert_int_eq(out->bytes, old->bytes);
+        ck_assert_int_eq(old->ncons, 1); /* the sum is its only reader */
+        inplace++;
+    }
+    ck_assert_int_gt(inplace, 0);
     check_step(&s);
     close_step(&s);
 }
@@ -195,6 +239,41 @@ START_TEST(resnet50)
     ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes);
     check_step(&s);
     close_step(&s);
+}
+END_TEST
+
+/* The other PyTorch train exports: every op on their paths has a rule, and the
+ * parameter counts are PyTorch's (../shared/models/torch/README.md). */
+START_TEST(torch_zoo)
+{
+    static const struct {
+        const char *file;
+        int64_t params;
+        int ndims;
+    } zoo[] = {
+        {"vgg16_train.onnx", 138357544, 1},
+        {"mobilenet_v3_large_train.onnx", 5483032, 1},
+        {"vit_b_16_train.onnx", 86567656, 1},
+        {"gpt2_small_like_train.onnx", 163037184, 2},
+    };
+    for (size_t i = 0; i < sizeof zoo / sizeof *zoo; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/models/torch/%s", MEMPLAN_SHARED, zoo[i].file);
+        if (access(path, R_OK)) {
+            printf("skip: %s absent\n", path);
+            continue;
+        }
+        step s;
+        mp_err err;
+        mp_train_opts o = mp_train_defaults();
+        ck_assert_msg(
+            !build(&s, path, &o, zoo[i].ndims, (const char *[]){"batch", "sequence"}, (int64_t[]){2, 16}, &err),
+            "%s: %s", zoo[i].file, err.msg);
+        ck_assert_int_eq(s.param_elems, zoo[i].params);
+        ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes);
+        check_step(&s);
+        close_step(&s);
+    }
 }
 END_TEST
 
@@ -226,6 +305,307 @@ START_TEST(no_rule_error)
 }
 END_TEST
 
+/* A float64 graph value: input, initializer or intermediate. */
+static int32_t dvalue(mp_graph *g, const char *name, uint32_t flags, int rank, const int64_t *dims)
+{
+    int32_t v = mp_graph_add_value(g, name);
+    mp_dim d[4];
+    for (int i = 0; i < rank; i++) d[i] = mp_dim_of(dims[i]);
+    if (rank >= 0) mp_value_set(g, v, MP_DOUBLE, rank, d);
+    g->values[v].flags = flags;
+    return v;
+}
+
+/* Builds the step of g (one output) with loss `kind` and SGD, runs it on the
+ * CPU executor in float64 with random inputs and weights, and compares every
+ * parameter's gradient with central finite differences of the step's loss. */
+static void fd_check(mp_graph *g, mp_loss_kind kind)
+{
+    mp_err err;
+    ck_assert_msg(!mp_graph_link(g, &err) && !mp_infer(g, &err), "%s", err.msg);
+    mp_train_opts o = mp_train_defaults();
+    o.loss = kind;
+    o.optimizer = MP_OPT_SGD;
+    ck_assert_msg(!mp_train_build(g, &o, &err), "%s", err.msg);
+    /* keep the loss and the gradients (the optimizer's inputs) after the run */
+    int32_t *keep = mp_arena_alloc(g->arena, (size_t)(g->nnodes + 1) * sizeof *keep), nkeep = 1;
+    int32_t *param = mp_arena_alloc(g->arena, (size_t)(g->nnodes + 1) * sizeof *param);
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        if (n->phase == MP_PHASE_LOSS) keep[0] = n->out[0];
+        if (n->phase == MP_PHASE_OPTIMIZER) param[nkeep] = n->in[0], keep[nkeep++] = n->in[1];
+    }
+    g->outputs = keep, g->noutputs = nkeep;
+    mp_exec *ex = mp_exec_new(g, NULL, &err);
+    ck_assert_msg(ex, "%s", err.msg);
+    uint64_t s = 12345;
+    mp_tensor **data = mp_arena_alloc(g->arena, (size_t)g->nvalues * sizeof *data);
+    for (int32_t v = 0; v < g->nvalues; v++) {
+        const mp_value *val = &g->values[v];
+        if (!(val->flags & (MP_VAL_INPUT | MP_VAL_INITIALIZER))) continue;
+        int64_t dims[4];
+        for (int i = 0; i < val->rank; i++) dims[i] = val->dims[i].v;
+        data[v] = mp_tensor_new(g->arena, val->dtype, val->rank, dims); /* ints and bools: 0 or 1 */
+        for (int64_t i = 0; i < data[v]->numel; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            mp_tensor_set_f64(data[v], i, (double)(s >> 11) / 9007199254740992.0 + 0.2); /* [0.2, 1.2): no kinks */
+        }
+        ck_assert_msg(!mp_exec_bind(ex, v, data[v], &err), "%s", err.msg);
+    }
+    ck_assert_msg(!mp_exec_run(ex, &err), "%s", err.msg);
+    int64_t total = 0;
+    for (int k = 1; k < nkeep; k++) total += data[param[k]]->numel;
+    double *an = mp_arena_alloc(g->arena, (size_t)total * sizeof *an);
+    for (int k = 1, j = 0; k < nkeep; k++)
+        for (int64_t i = 0; i < data[param[k]]->numel; i++) an[j++] = mp_tensor_get_f64(mp_exec_value(ex, keep[k]), i);
+    const double eps = 1e-6;
+    for (int k = 1, j = 0; k < nkeep; k++) {
+        mp_tensor *t = data[param[k]];
+        for (int64_t i = 0; i < t->numel; i++, j++) {
+            double v = mp_tensor_get_f64(t, i), lp, lm;
+            mp_tensor_set_f64(t, i, v + eps);
+            ck_assert_msg(!mp_exec_run(ex, &err), "%s", err.msg);
+            lp = mp_tensor_get_f64(mp_exec_value(ex, keep[0]), 0);
+            mp_tensor_set_f64(t, i, v - eps);
+            ck_assert_msg(!mp_exec_run(ex, &err), "%s", err.msg);
+            lm = mp_tensor_get_f64(mp_exec_value(ex, keep[0]), 0);
+            mp_tensor_set_f64(t, i, v);
+            double fd = (lp - lm) / (2 * eps);
+            ck_assert_msg(fabs(fd - an[j]) <= 1e-6 * (1 + fabs(fd)), "%s[%lld]: autodiff %.9g, finite difference %.9g",
+                          g->values[param[k]].name, (long long)i, an[j], fd);
+        }
+    }
+    ck_assert_int_ge(nkeep, 2);
+    mp_exec_free(ex);
+}
+
+static void set_io(mp_graph *g, int32_t in, int32_t out)
+{
+    g->inputs = mp_arena_dup(g->arena, &in, sizeof in), g->ninputs = 1;
+    g->outputs = mp_arena_dup(g->arena, &out, sizeof out), g->noutputs = 1;
+    g->values[out].flags |= MP_VAL_OUTPUT;
+    int32_t *inits = mp_arena_alloc(g->arena, (size_t)g->nvalues * sizeof *inits);
+    g->ninits = 0;
+    for (int32_t v = 0; v < g->nvalues; v++)
+        if (g->values[v].flags & MP_VAL_INITIALIZER) inits[g->ninits++] = v;
+    g->inits = inits;
+}
+
+/* sum(Tanh(Relu(Gemm(x, W, b, transB=1)))): ReduceSum, Tanh, Relu, Gemm, bias SumToShape. */
+START_TEST(finite_differences_gemm)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    int32_t x = dvalue(g, "x", MP_VAL_INPUT, 2, (int64_t[]){3, 4});
+    int32_t w = dvalue(g, "W", MP_VAL_INITIALIZER, 2, (int64_t[]){5, 4});
+    int32_t b = dvalue(g, "b", MP_VAL_INITIALIZER, 1, (int64_t[]){5});
+    int32_t h = dvalue(g, "h", 0, -1, NULL), r = dvalue(g, "r", 0, -1, NULL), y = dvalue(g, "y", 0, -1, NULL);
+    int32_t gemm = mp_graph_add_node(g, "fc", "Gemm", "", 3, (int32_t[]){x, w, b}, 1, &h);
+    mp_graph_add_node(g, "relu", "Relu", "", 1, &h, 1, &r);
+    mp_graph_add_node(g, "tanh", "Tanh", "", 1, &r, 1, &y);
+    mp_node *gn = &g->nodes[gemm];
+    gn->attrs = mp_arena_alloc(g->arena, sizeof *gn->attrs);
+    gn->attrs[0] = (mp_attr){.name = "transB", .type = MP_ATTR_INT, .i = 1};
+    gn->nattrs = 1;
+    set_io(g, x, y);
+    fd_check(g, MP_LOSS_SUM);
+    mp_graph_free(g);
+}
+END_TEST
+
+/* mean((Sigmoid(Div(Mul(Sub(MatMul(x, W), c), s), t)) - target)^2), x [2, 3, 2], with broadcast
+ * parameters W [2, 4], c [3, 4], s [4] and t [3, 1]: MatMul, Sub, Mul, Div, Sigmoid, SumToShape, ReduceMean. */
+START_TEST(finite_differences_elementwise)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    int32_t x = dvalue(g, "x", MP_VAL_INPUT, 3, (int64_t[]){2, 3, 2}); /* batched: W and c broadcast */
+    int32_t w = dvalue(g, "W", MP_VAL_INITIALIZER, 2, (int64_t[]){2, 4});
+    int32_t c = dvalue(g, "c", MP_VAL_INITIALIZER, 2, (int64_t[]){3, 4});
+    int32_t sc = dvalue(g, "s", MP_VAL_INITIALIZER, 1, (int64_t[]){4});
+    int32_t t = dvalue(g, "t", MP_VAL_INITIALIZER, 2, (int64_t[]){3, 1});
+    int32_t m = dvalue(g, "m", 0, -1, NULL), d = dvalue(g, "d", 0, -1, NULL), p = dvalue(g, "p", 0, -1, NULL);
+    int32_t q = dvalue(g, "q", 0, -1, NULL), y = dvalue(g, "y", 0, -1, NULL);
+    mp_graph_add_node(g, "mm", "MatMul", "", 2, (int32_t[]){x, w}, 1, &m);
+    mp_graph_add_node(g, "sub", "Sub", "", 2, (int32_t[]){m, c}, 1, &d);
+    mp_graph_add_node(g, "mul", "Mul", "", 2, (int32_t[]){d, sc}, 1, &p);
+    mp_graph_add_node(g, "div", "Div", "", 2, (int32_t[]){p, t}, 1, &q);
+    mp_graph_add_node(g, "sig", "Sigmoid", "", 1, &q, 1, &y);
+    set_io(g, x, y);
+    fd_check(g, MP_LOSS_MSE);
+    mp_graph_free(g);
+}
+END_TEST
+
+/* A Constant node's output holding vals. */
+static int32_t dconst(mp_graph *g, const char *name, mp_dtype t, int rank, const int64_t *dims, const double *vals)
+{
+    int32_t v = mp_graph_add_value(g, name);
+    mp_tensor *te = mp_tensor_new(g->arena, t, rank, dims);
+    for (int64_t i = 0; i < te->numel; i++) mp_tensor_set_f64(te, i, vals[i]);
+    int32_t id = mp_graph_add_node(g, NULL, "Constant", "", 0, NULL, 1, &v);
+    mp_node *n = &g->nodes[id];
+    n->attrs = mp_arena_alloc(g->arena, sizeof *n->attrs);
+    n->attrs[0] =
+        (mp_attr){.name = "value", .type = MP_ATTR_TENSOR, .tensors = mp_arena_alloc(g->arena, sizeof(mp_tensor *))};
+    n->attrs[0].tensors[0] = te;
+    n->nattrs = 1;
+    return v;
+}
+
+/* Cross-entropy of Reshape(Softmax(Transpose(Where(cond, Sqrt(Pow(Erf(m), 2) + c), m)))), m = MatMul(x, W):
+ * Erf, Pow, Add, Sqrt, Where, a value with two consumers (m), Transpose, Softmax, Reshape,
+ * SoftmaxCrossEntropyLoss with new int64 labels. */
+START_TEST(finite_differences_xent)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    static mp_opset opset = {"", 17};
+    g->opsets = &opset, g->nopsets = 1;
+    int32_t x = dvalue(g, "x", MP_VAL_INPUT, 3, (int64_t[]){2, 3, 4});
+    int32_t w = dvalue(g, "W", MP_VAL_INITIALIZER, 2, (int64_t[]){4, 4});
+    int32_t c = dvalue(g, "c", MP_VAL_INITIALIZER, 1, (int64_t[]){4});
+    int32_t cond = mp_graph_add_value(g, "cond");
+    mp_value_set(g, cond, MP_BOOL, 2, (mp_dim[]){mp_dim_of(3), mp_dim_of(4)});
+    g->values[cond].flags = MP_VAL_INPUT;
+    int32_t two = dconst(g, "two", MP_DOUBLE, 0, NULL, (double[]){2.0});
+    int32_t shape = dconst(g, "shape", MP_INT64, 1, (int64_t[]){2}, (double[]){8, 3});
+    int32_t m = dvalue(g, "m", 0, -1, NULL), e = dvalue(g, "e", 0, -1, NULL), p = dvalue(g, "p", 0, -1, NULL);
+    int32_t a = dvalue(g, "a", 0, -1, NULL), q = dvalue(g, "q", 0, -1, NULL), z = dvalue(g, "z", 0, -1, NULL);
+    int32_t t = dvalue(g, "t", 0, -1, NULL), y = dvalue(g, "y", 0, -1, NULL);
+    mp_graph_add_node(g, "mm", "MatMul", "", 2, (int32_t[]){x, w}, 1, &m);
+    mp_graph_add_node(g, "erf", "Erf", "", 1, &m, 1, &e);
+    mp_graph_add_node(g, "pow", "Pow", "", 2, (int32_t[]){e, two}, 1, &p);
+    mp_graph_add_node(g, "add", "Add", "", 2, (int32_t[]){p, c}, 1, &a);
+    mp_graph_add_node(g, "sqrt", "Sqrt", "", 1, &a, 1, &q);
+    mp_graph_add_node(g, "where", "Where", "", 3, (int32_t[]){cond, q, m}, 1, &z);
+    int32_t tid = mp_graph_add_node(g, "tr", "Transpose", "", 1, &z, 1, &t);
+    mp_node *tn = &g->nodes[tid];
+    tn->attrs = mp_arena_alloc(g->arena, sizeof *tn->attrs);
+    tn->attrs[0] = (mp_attr){
+        .name = "perm", .type = MP_ATTR_INTS, .n = 3, .ints = mp_arena_dup(g->arena, (int64_t[]){0, 2, 1}, 24)};
+    tn->nattrs = 1;
+    int32_t sm = dvalue(g, "sm", 0, -1, NULL);
+    mp_graph_add_node(g, "softmax", "Softmax", "", 1, &t, 1, &sm); /* axis -1 (opset 13+) */
+    mp_graph_add_node(g, "reshape", "Reshape", "", 2, (int32_t[]){sm, shape}, 1, &y);
+    int32_t ins[2] = {x, cond};
+    set_io(g, x, y);
+    g->inputs = mp_arena_dup(g->arena, ins, sizeof ins), g->ninputs = 2;
+    fd_check(g, MP_LOSS_AUTO);
+    ck_assert_int_ge(mp_graph_find(g, "labels"), 0);
+    mp_graph_free(g);
+}
+END_TEST
+
+/* MSE of Concat(Split(Gelu(LayerNormalization(Gather(emb, tokens))))) reordered:
+ * Gather (repeated indices accumulate), LayerNormalization, Gelu, Split, Concat. */
+START_TEST(finite_differences_embedding)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    static mp_opset opset = {"", 20};
+    g->opsets = &opset, g->nopsets = 1;
+    int32_t tok = mp_graph_add_value(g, "tokens");
+    mp_value_set(g, tok, MP_INT64, 2, (mp_dim[]){mp_dim_of(2), mp_dim_of(3)});
+    g->values[tok].flags = MP_VAL_INPUT;
+    int32_t emb = dvalue(g, "emb", MP_VAL_INITIALIZER, 2, (int64_t[]){5, 4});
+    int32_t gam = dvalue(g, "gamma", MP_VAL_INITIALIZER, 1, (int64_t[]){4});
+    int32_t bet = dvalue(g, "beta", MP_VAL_INITIALIZER, 1, (int64_t[]){4});
+    int32_t sizes = dconst(g, "sizes", MP_INT64, 1, (int64_t[]){2}, (double[]){1, 3});
+    int32_t h = dvalue(g, "h", 0, -1, NULL), l = dvalue(g, "l", 0, -1, NULL), u = dvalue(g, "u", 0, -1, NULL);
+    int32_t s1 = dvalue(g, "s1", 0, -1, NULL), s2 = dvalue(g, "s2", 0, -1, NULL), y = dvalue(g, "y", 0, -1, NULL);
+    mp_graph_add_node(g, "gather", "Gather", "", 2, (int32_t[]){emb, tok}, 1, &h);
+    mp_graph_add_node(g, "ln", "LayerNormalization", "", 3, (int32_t[]){h, gam, bet}, 1, &l);
+    mp_graph_add_node(g, "gelu", "Gelu", "", 1, &l, 1, &u);
+    int32_t sid = mp_graph_add_node(g, "split", "Split", "", 2, (int32_t[]){u, sizes}, 2, (int32_t[]){s1, s2});
+    int32_t cid = mp_graph_add_node(g, "concat", "Concat", "", 2, (int32_t[]){s2, s1}, 1, &y);
+    for (int i = 0; i < 2; i++) {
+        mp_node *n = &g->nodes[i ? cid : sid];
+        n->attrs = mp_arena_alloc(g->arena, sizeof *n->attrs);
+        n->attrs[0] = (mp_attr){.name = "axis", .type = MP_ATTR_INT, .i = -1};
+        n->nattrs = 1;
+    }
+    set_io(g, tok, y);
+    fd_check(g, MP_LOSS_MSE);
+    mp_graph_free(g);
+}
+END_TEST
+
+static void set_ints(mp_graph *g, int32_t node, int i, const char *name, int n, const int64_t *v)
+{
+    g->nodes[node].attrs[i] =
+        (mp_attr){.name = name, .type = MP_ATTR_INTS, .n = n, .ints = mp_arena_dup(g->arena, v, (size_t)n * sizeof *v)};
+}
+
+/* Cross-entropy of Flatten(GlobalAveragePool(MaxPool(Relu(BatchNormalization(Conv(x, W, B)))))),
+ * BatchNormalization in training mode: ConvGrad (dW, dB), BatchNormalizationGrad, MaxPoolGrad. */
+START_TEST(finite_differences_cnn)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    static mp_opset opset = {"", 15};
+    g->opsets = &opset, g->nopsets = 1;
+    int32_t x = dvalue(g, "x", MP_VAL_INPUT, 4, (int64_t[]){2, 2, 5, 5});
+    int32_t w = dvalue(g, "W", MP_VAL_INITIALIZER, 4, (int64_t[]){3, 2, 3, 3});
+    int32_t b = dvalue(g, "B", MP_VAL_INITIALIZER, 1, (int64_t[]){3});
+    int32_t gam = dvalue(g, "bn.weight", MP_VAL_INITIALIZER, 1, (int64_t[]){3});
+    int32_t bet = dvalue(g, "bn.bias", MP_VAL_INITIALIZER, 1, (int64_t[]){3});
+    int32_t rm = dvalue(g, "bn.running_mean", MP_VAL_INITIALIZER, 1, (int64_t[]){3});
+    int32_t rv = dvalue(g, "bn.running_var", MP_VAL_INITIALIZER, 1, (int64_t[]){3});
+    int32_t c = dvalue(g, "c", 0, -1, NULL), n = dvalue(g, "n", 0, -1, NULL), r = dvalue(g, "r", 0, -1, NULL);
+    int32_t mpo = dvalue(g, "mp", 0, -1, NULL), ga = dvalue(g, "ga", 0, -1, NULL), y = dvalue(g, "y", 0, -1, NULL);
+    int32_t conv = mp_graph_add_node(g, "conv", "Conv", "", 3, (int32_t[]){x, w, b}, 1, &c);
+    int32_t bn = mp_graph_add_node(g, "bn", "BatchNormalization", "", 5, (int32_t[]){c, gam, bet, rm, rv}, 1, &n);
+    mp_graph_add_node(g, "relu", "Relu", "", 1, &n, 1, &r);
+    int32_t pool = mp_graph_add_node(g, "pool", "MaxPool", "", 1, &r, 1, &mpo);
+    mp_graph_add_node(g, "gap", "GlobalAveragePool", "", 1, &mpo, 1, &ga);
+    mp_graph_add_node(g, "flat", "Flatten", "", 1, &ga, 1, &y);
+    g->nodes[conv].attrs = mp_arena_alloc(g->arena, sizeof(mp_attr)), g->nodes[conv].nattrs = 1;
+    set_ints(g, conv, 0, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    g->nodes[bn].attrs = mp_arena_alloc(g->arena, sizeof(mp_attr)), g->nodes[bn].nattrs = 1;
+    g->nodes[bn].attrs[0] = (mp_attr){.name = "training_mode", .type = MP_ATTR_INT, .i = 1};
+    g->nodes[pool].attrs = mp_arena_alloc(g->arena, 2 * sizeof(mp_attr)), g->nodes[pool].nattrs = 2;
+    set_ints(g, pool, 0, "kernel_shape", 2, (int64_t[]){2, 2});
+    set_ints(g, pool, 1, "strides", 2, (int64_t[]){2, 2});
+    set_io(g, x, y);
+    fd_check(g, MP_LOSS_AUTO);
+    ck_assert_int_eq(g->values[rm].role, MP_ROLE_BUFFER);
+    mp_graph_free(g);
+}
+END_TEST
+
+/* MSE of Flatten(Dropout(Slice(AveragePool(HardSigmoid(HardSwish(x * W)))))) with a
+ * training-mode Dropout (its mask output is added by the rule): HardSwish,
+ * HardSigmoid, AveragePoolGrad, SliceGrad, DropoutGrad. */
+START_TEST(finite_differences_pool_dropout)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    static mp_opset opset = {"", 14};
+    g->opsets = &opset, g->nopsets = 1;
+    int32_t x = dvalue(g, "x", MP_VAL_INPUT, 4, (int64_t[]){1, 2, 4, 4});
+    int32_t w = dvalue(g, "W", MP_VAL_INITIALIZER, 4, (int64_t[]){1, 2, 4, 4});
+    int32_t st = dconst(g, "starts", MP_INT64, 1, (int64_t[]){1}, (double[]){1});
+    int32_t en = dconst(g, "ends", MP_INT64, 1, (int64_t[]){1}, (double[]){2});
+    int32_t ax = dconst(g, "axes", MP_INT64, 1, (int64_t[]){1}, (double[]){3});
+    int32_t ratio = dconst(g, "ratio", MP_DOUBLE, 0, NULL, (double[]){0.5});
+    int32_t train = dconst(g, "train", MP_BOOL, 0, NULL, (double[]){1});
+    int32_t m = dvalue(g, "m", 0, -1, NULL), hs = dvalue(g, "hs", 0, -1, NULL), hg = dvalue(g, "hg", 0, -1, NULL);
+    int32_t ap = dvalue(g, "ap", 0, -1, NULL), sl = dvalue(g, "sl", 0, -1, NULL), dr = dvalue(g, "dr", 0, -1, NULL);
+    int32_t y = dvalue(g, "y", 0, -1, NULL);
+    mp_graph_add_node(g, "mul", "Mul", "", 2, (int32_t[]){x, w}, 1, &m);
+    mp_graph_add_node(g, "hswish", "HardSwish", "", 1, &m, 1, &hs);
+    mp_graph_add_node(g, "hsig", "HardSigmoid", "", 1, &hs, 1, &hg);
+    int32_t pool = mp_graph_add_node(g, "pool", "AveragePool", "", 1, &hg, 1, &ap);
+    mp_graph_add_node(g, "slice", "Slice", "", 4, (int32_t[]){ap, st, en, ax}, 1, &sl);
+    mp_graph_add_node(g, "drop", "Dropout", "", 3, (int32_t[]){sl, ratio, train}, 1, &dr);
+    mp_graph_add_node(g, "flat", "Flatten", "", 1, &dr, 1, &y);
+    g->nodes[pool].attrs = mp_arena_alloc(g->arena, 2 * sizeof(mp_attr)), g->nodes[pool].nattrs = 2;
+    set_ints(g, pool, 0, "kernel_shape", 2, (int64_t[]){2, 2});
+    set_ints(g, pool, 1, "strides", 2, (int64_t[]){2, 2});
+    set_io(g, x, y);
+    fd_check(g, MP_LOSS_MSE);
+    int32_t drop = g->values[dr].producer;
+    ck_assert_int_eq(g->nodes[drop].nout, 2); /* the mask the backward reads */
+    ck_assert(mp_value_is_saved(g, g->nodes[drop].out[1]));
+    mp_graph_free(g);
+}
+END_TEST
+
 START_TEST(bad_options)
 {
     step s;
@@ -246,10 +626,18 @@ int main(void)
     tcase_add_test(tc, mlp_adamw);
     tcase_add_test(tc, mlp_optimizers);
     tcase_add_test(tc, mlp_micro_batches);
+    tcase_add_test(tc, mixed_precision);
     tcase_add_test(tc, cnn_bn);
     tcase_add_test(tc, gpt_decoder);
     tcase_add_test(tc, resnet50);
+    tcase_add_test(tc, finite_differences_xent);
+    tcase_add_test(tc, finite_differences_embedding);
+    tcase_add_test(tc, finite_differences_cnn);
+    tcase_add_test(tc, finite_differences_pool_dropout);
+    tcase_add_test(tc, torch_zoo);
     tcase_add_test(tc, no_rule_error);
+    tcase_add_test(tc, finite_differences_gemm);
+    tcase_add_test(tc, finite_differences_elementwise);
     tcase_add_test(tc, bad_options);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
