@@ -184,13 +184,16 @@ int ad_give(mp_ad *ad, int32_t v, int32_t gval, bool own)
         ad->own[v] = own;
         return 0;
     }
-    int32_t in[2] = {ad->grad[v], gval};
+    /* the buffer summed into comes first: the running sum when it is v's own,
+     * else the new contribution when that is */
+    bool swap = !ad->own[v] && own;
+    int32_t in[2] = {swap ? gval : ad->grad[v], swap ? ad->grad[v] : gval};
     int32_t sum = ad_emit(ad, "Add", "", 2, in, "grad_acc");
     if (sum < 0) return -1;
-    /* in place when the running sum is v's alone: nothing else reads it, and
-     * v's own rule (the only other reader) runs later in the reverse walk.
+    /* in place when in[0] is v's alone: nothing else reads it (v's own rule,
+     * the only other reader of the running sum, runs later in the reverse walk).
      * Not for parameters: their gradient is a GRAD value of its own memory. */
-    if (ad->own[v] && ad->g->values[v].role != MP_ROLE_PARAM &&
+    if ((ad->own[v] || own) && ad->g->values[v].role != MP_ROLE_PARAM &&
         ad->g->values[in[0]].bytes == ad->g->values[sum].bytes)
         ad->g->values[sum].alias = in[0];
     ad->grad[v] = sum;

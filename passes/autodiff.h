@@ -82,6 +82,10 @@ MP_GRAD_RULES(MP_GRAD_DECL)
 /* Emits the backward of the scalar loss; fills param_grad[p] for every
  * parameter p (-1 for one the loss does not reach). seed: the loss gradient value. */
 int mp_autodiff(mp_graph *g, int32_t loss, int32_t seed, int32_t *param_grad, mp_err *err);
+/* Folds exporters' expansions of GELU and LayerNorm back into Gelu and
+ * LayerNormalization nodes (fuse.c), so the backward saves what the fused
+ * op saves; relinks the graph. */
+int mp_train_fuse(mp_graph *g, mp_err *err);
 /* Emits gradient accumulation (micro_batches > 1) and the optimizer update. */
 int mp_optimizer_build(mp_graph *g, const mp_train_opts *o, const int32_t *param_grad, const int32_t *master,
                        mp_err *err);

@@ -126,7 +126,17 @@ int mp_grad_Dropout(mp_ad *ad, int32_t node, const int32_t *dy)
     bool training = mp_graph_opset(g, "") >= 12
                         ? tm >= 0 && (!g->values[tm].konst || mp_tensor_get_i64(g->values[tm].konst, 0) != 0)
                         : OUT(1) >= 0;
-    if (!training) return ad_give(ad, IN(0), dy[0], false);
+    float ratio = 0.5f;
+    if (IN(1) >= 0 && g->values[IN(1)].konst)
+        ratio = (float)mp_tensor_get_f64(g->values[IN(1)].konst, 0);
+    else
+        ratio = mp_attr_float(NODE, "ratio", 0.5f);
+    /* ratio 0 drops nothing: PyTorch returns the input itself and keeps no mask */
+    if (!training || ratio == 0.0f) {
+        if (g->values[OUT(0)].alias < 0 && g->values[OUT(0)].bytes == g->values[IN(0)].bytes)
+            g->values[OUT(0)].alias = IN(0); /* the same storage */
+        return ad_give(ad, IN(0), dy[0], false);
+    }
     int32_t mask = OUT(1);
     if (mask < 0) {
         mask = ad_value(ad, g->values[OUT(0)].name, "_mask", MP_ROLE_ACTIVATION);
@@ -138,11 +148,6 @@ int mp_grad_Dropout(mp_ad *ad, int32_t node, const int32_t *dy)
         const mp_value *y = &g->values[outs[0]];
         mp_value_set(g, mask, MP_BOOL, y->rank, y->dims);
     }
-    float ratio = 0.5f;
-    if (IN(1) >= 0 && g->values[IN(1)].konst)
-        ratio = (float)mp_tensor_get_f64(g->values[IN(1)].konst, 0);
-    else
-        ratio = mp_attr_float(NODE, "ratio", 0.5f);
     int32_t in[2] = {dy[0], mask};
     int32_t out;
     int32_t n = ad_add1(ad, "DropoutGrad", "memplan", 2, in, "grad_dropout", &out);

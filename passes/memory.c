@@ -121,12 +121,15 @@ int mp_memory_analyze(const mp_graph *g, const mp_schedule *s, mp_memory *m, mp_
         m->top[k] = v;
     }
 
-    /* pass 4: saved activations: forward-produced activation buffers a BACKWARD node reads */
+    /* pass 4: saved activations: forward-produced activation buffers and data
+     * inputs a BACKWARD node reads, each buffer (alias owner) once, as
+     * PyTorch's autograd counts unique storages (a view saves its base) */
     for (int32_t v = 0; v < g->nvalues; v++) {
         const mp_value *x = &g->values[v];
         int32_t o = lt->owner[v];
-        if (x->producer < 0 || x->producer >= g->nnodes || g->nodes[x->producer].phase != MP_PHASE_FORWARD) continue;
-        if (m->cat[o] != MP_MEM_ACTIVATIONS || saved[o] || !read_by_backward(g, x)) continue;
+        bool forward = x->producer >= 0 && x->producer < g->nnodes && g->nodes[x->producer].phase == MP_PHASE_FORWARD;
+        bool kept = m->cat[o] == MP_MEM_ACTIVATIONS || m->cat[o] == MP_MEM_INPUTS;
+        if ((!forward && x->role != MP_ROLE_INPUT) || !kept || saved[o] || !read_by_backward(g, x)) continue;
         saved[o] = true;
         if (!mp_add_ok(m->saved_activation_bytes, lt->bytes[o], &m->saved_activation_bytes)) goto fail_overflow;
     }

@@ -51,7 +51,7 @@ typedef struct mp_memory {
     int32_t peak_node;                 /* node id run at peak_step, -1 when none */
     int64_t at_peak[MP_MEM_COUNT];     /* live bytes per category at peak_step */
     int64_t totals[MP_MEM_COUNT];      /* every buffer of the category, live or not */
-    int64_t saved_activation_bytes;    /* activations produced forward and read by a BACKWARD node */
+    int64_t saved_activation_bytes;    /* forward activations and data inputs a BACKWARD node reads (per buffer) */
     int32_t top[MP_MEM_TOP_N];         /* owner value ids live at the peak, largest first, ties by id */
     int ntop;
     int32_t phase_nodes[MP_PHASE_COUNT]; /* nodes per phase */

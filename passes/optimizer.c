@@ -6,20 +6,24 @@
 
 #include "passes/autodiff.h"
 
-/* State tensors each optimizer keeps per parameter (beyond the parameter). */
+/* State tensors each optimizer keeps per parameter (beyond the parameter).
+ * Adam's bias correction needs the step count t; PyTorch keeps it as a 0-D
+ * fp32 tensor per parameter (4 bytes each), so memplan models it as a scalar
+ * state tensor ("step", always the last state). */
 typedef struct opt_def {
     const char *op;
     int nstate;
-    const char *state[2];
+    const char *state[3];
     float lr, weight_decay;
+    bool step; /* the last state is the 0-D step counter */
 } opt_def;
 
 static const opt_def opts[] = {
-    [MP_OPT_SGD] = {"SGDUpdate", 0, {NULL, NULL}, 1e-2f, 0.0f},
-    [MP_OPT_MOMENTUM] = {"MomentumUpdate", 1, {"momentum", NULL}, 1e-2f, 0.0f},
-    [MP_OPT_ADAM] = {"AdamUpdate", 2, {"exp_avg", "exp_avg_sq"}, 1e-3f, 0.0f},
-    [MP_OPT_ADAMW] = {"AdamUpdate", 2, {"exp_avg", "exp_avg_sq"}, 1e-3f, 1e-2f},
-    [MP_OPT_ADAFACTOR] = {"AdafactorUpdate", 2, {"exp_avg_sq_row", "exp_avg_sq_col"}, 1e-2f, 0.0f},
+    [MP_OPT_SGD] = {"SGDUpdate", 0, {NULL, NULL, NULL}, 1e-2f, 0.0f, false},
+    [MP_OPT_MOMENTUM] = {"MomentumUpdate", 1, {"momentum", NULL, NULL}, 1e-2f, 0.0f, false},
+    [MP_OPT_ADAM] = {"AdamUpdate", 3, {"exp_avg", "exp_avg_sq", "step"}, 1e-3f, 0.0f, true},
+    [MP_OPT_ADAMW] = {"AdamUpdate", 3, {"exp_avg", "exp_avg_sq", "step"}, 1e-3f, 1e-2f, true},
+    [MP_OPT_ADAFACTOR] = {"AdafactorUpdate", 2, {"exp_avg_sq_row", "exp_avg_sq_col", NULL}, 1e-2f, 0.0f, false},
 };
 
 /* A persistent tensor of the step (no producer): optimizer state or an accumulation buffer. */
@@ -68,13 +72,15 @@ int mp_optimizer_build(mp_graph *g, const mp_train_opts *o, const int32_t *param
             g->values[sum].alias = acc;
             grad = sum;
         }
-        int32_t in[4] = {w, grad, -1, -1}, out[3] = {-1, -1, -1};
+        int32_t in[5] = {w, grad, -1, -1, -1}, out[4] = {-1, -1, -1, -1};
         bool factored = o->optimizer == MP_OPT_ADAFACTOR && pv->rank >= 2;
         int nstate = o->optimizer == MP_OPT_ADAFACTOR && !factored ? 1 : od->nstate;
         for (int s = 0; s < nstate; s++) {
             mp_dim d[MP_MAX_RANK];
             int rank = pv->rank;
-            if (factored)
+            if (od->step && s == nstate - 1)
+                rank = 0; /* the step counter */
+            else if (factored)
                 rank = factored_dims(pv, s, d);
             else
                 memcpy(d, pv->dims, (size_t)rank * sizeof *d);

@@ -229,6 +229,24 @@ bool mp_value_is_saved(const mp_graph *g, int32_t id)
     return false;
 }
 
+/* Ops whose output is a view of input 0 in PyTorch (same storage, no copy):
+ * the output aliases its input, so a saved view counts its base's buffer once. */
+static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"};
+
+static void mark_views(mp_graph *g)
+{
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        bool view = false;
+        for (size_t k = 0; k < sizeof view_ops / sizeof *view_ops && !view; k++) view = node_is(n, view_ops[k]);
+        if (!view || n->phase != MP_PHASE_FORWARD || n->nin < 1 || n->nout < 1) continue;
+        int32_t x = n->in[0], y = n->out[0];
+        if (x < 0 || y < 0 || x == y || g->values[y].alias >= 0) continue;
+        if (g->values[x].bytes < 0 || g->values[x].bytes != g->values[y].bytes) continue;
+        g->values[y].alias = x;
+    }
+}
+
 /* Roles of what the passes left unset: by the phase of the producer. */
 static void finish_roles(mp_graph *g)
 {
@@ -277,6 +295,8 @@ int mp_train_build(mp_graph *g, const mp_train_opts *o, mp_err *err)
 /* The loss, backward and optimizer, after classification (and lowering). */
 static int build_step(mp_graph *g, const mp_train_opts *o, const int32_t *master, mp_err *err)
 {
+    if (mp_train_fuse(g, err)) return -1;
+    mark_views(g);
     mp_ad ad = {g, err, MP_PHASE_LOSS, g->nvalues, NULL, NULL, NULL};
     int32_t loss = build_loss(&ad, o->loss, g->outputs[0]);
     if (loss < 0) return -1;

@@ -11,6 +11,8 @@
 
 #include "frontend/infer.h"
 #include "frontend/onnx.h"
+#include "passes/memory.h"
+#include "passes/schedule.h"
 #include "passes/train.h"
 #include "runtime/exec.h"
 
@@ -94,7 +96,7 @@ START_TEST(mlp_adamw)
     ck_assert_int_eq(s.param_elems, 235146);
     ck_assert_int_eq(s.nparams, 6);
     ck_assert_int_eq(s.ngrads, 6);
-    ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes);
+    ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes + 4 * s.nparams); /* moments + step counters */
     int32_t labels = mp_graph_find(s.g, "labels");
     ck_assert_int_ge(labels, 0);
     ck_assert_int_eq(s.g->values[labels].dtype, MP_INT64);
@@ -121,7 +123,7 @@ START_TEST(mlp_optimizers)
         ck_assert_int_ge(mp_graph_find(s.g, "target"), 0);
         if (kinds[k] == MP_OPT_SGD) ck_assert_int_eq(s.state_bytes, 0);
         if (kinds[k] == MP_OPT_MOMENTUM) ck_assert_int_eq(s.state_bytes, s.param_bytes);
-        if (kinds[k] == MP_OPT_ADAM) ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes);
+        if (kinds[k] == MP_OPT_ADAM) ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes + 4 * s.nparams);
         /* factored: W1 [256,784] keeps 256 + 784 floats; biases keep full moments */
         if (kinds[k] == MP_OPT_ADAFACTOR) {
             ck_assert_int_gt(s.state_bytes, 0);
@@ -164,7 +166,7 @@ START_TEST(mixed_precision)
                 !build(&s, files[f], &o, f ? 2 : 1, (const char *[]){"batch", "sequence"}, (int64_t[]){2, 16}, &err),
                 "%s: %s", files[f], err.msg);
             ck_assert_int_eq(s.param_bytes, 2 * s.param_elems);
-            ck_assert_int_eq(s.state_bytes, 3 * 4 * s.param_elems); /* master, exp_avg, exp_avg_sq */
+            ck_assert_int_eq(s.state_bytes, 3 * 4 * s.param_elems + 4 * s.nparams); /* master, moments, steps */
             for (int32_t i = 0; i < s.g->nvalues; i++) {
                 const mp_value *v = &s.g->values[i];
                 if (v->role == MP_ROLE_GRAD || v->role == MP_ROLE_PARAM) ck_assert_int_eq(v->dtype, lows[k]);
@@ -184,7 +186,7 @@ START_TEST(cnn_bn)
     ck_assert_msg(!build(&s, MODEL("cnn_bn.onnx"), &o, 1, (const char *[]){"batch"}, (int64_t[]){2}, &err), "%s",
                   err.msg);
     ck_assert_int_eq(s.param_elems, 25626); /* running stats are buffers */
-    ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes);
+    ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes + 4 * s.nparams); /* moments + step counters */
     int buffers = 0;
     for (int32_t i = 0; i < s.g->nvalues; i++) buffers += s.g->values[i].role == MP_ROLE_BUFFER;
     ck_assert_int_eq(buffers, 4);
@@ -203,7 +205,7 @@ START_TEST(gpt_decoder)
         "%s", err.msg);
     ck_assert_int_eq(s.param_elems, 141056);
     ck_assert_int_eq(s.ngrads, s.nparams);
-    ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes);
+    ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes + 4 * s.nparams); /* moments + step counters */
     int32_t labels = mp_graph_find(s.g, "labels");
     ck_assert_int_ge(labels, 0);
     ck_assert_int_eq(s.g->values[labels].rank, 2);
@@ -236,7 +238,7 @@ START_TEST(resnet50)
     mp_train_opts o = mp_train_defaults();
     ck_assert_msg(!build(&s, path, &o, 1, (const char *[]){"batch"}, (int64_t[]){2}, &err), "%s", err.msg);
     ck_assert_int_eq(s.param_elems, 25557032);
-    ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes);
+    ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes + 4 * s.nparams); /* moments + step counters */
     check_step(&s);
     close_step(&s);
 }
@@ -270,7 +272,7 @@ START_TEST(torch_zoo)
             !build(&s, path, &o, zoo[i].ndims, (const char *[]){"batch", "sequence"}, (int64_t[]){2, 16}, &err),
             "%s: %s", zoo[i].file, err.msg);
         ck_assert_int_eq(s.param_elems, zoo[i].params);
-        ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes);
+        ck_assert_int_eq(s.state_bytes, 2 * s.param_bytes + 4 * s.nparams); /* moments + step counters */
         check_step(&s);
         close_step(&s);
     }
@@ -606,6 +608,202 @@ START_TEST(finite_differences_pool_dropout)
 }
 END_TEST
 
+/* PyTorch's measured figures (../shared/peers/torch-cpu.txt, made by
+ * ../shared/tools/torch_peer.py): parameters and AdamW state (moments and step
+ * counters) exactly, the bytes saved for backward within 10 % (docs/validation.md). */
+static int64_t peer_field(const char *line, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, " %s=", key);
+    const char *p = strstr(line, k);
+    return p ? strtoll(p + strlen(k), NULL, 10) : -1;
+}
+
+START_TEST(torch_peer)
+{
+    const char *peers = MEMPLAN_SHARED "/peers/torch-cpu.txt";
+    FILE *f = fopen(peers, "r");
+    if (!f) {
+        printf("skip: %s absent\n", peers);
+        return;
+    }
+    char line[1024], name[128];
+    int checked = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "model=%127s", name) != 1) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/models/torch/%s_train.onnx", MEMPLAN_SHARED, name);
+        if (access(path, R_OK)) {
+            printf("skip: %s absent\n", path);
+            continue;
+        }
+        int64_t dims[2] = {peer_field(line, "batch"), peer_field(line, "seq")};
+        int64_t t_params = peer_field(line, "params"), t_state = peer_field(line, "optimizer_state_bytes");
+        int64_t t_saved = peer_field(line, "saved_for_backward_bytes");
+        ck_assert_msg(dims[0] > 0 && t_params > 0 && t_state > 0 && t_saved > 0, "bad peer line: %s", line);
+        step s;
+        mp_err err;
+        mp_train_opts o = mp_train_defaults();
+        ck_assert_msg(!build(&s, path, &o, dims[1] > 0 ? 2 : 1, (const char *[]){"batch", "sequence"}, dims, &err),
+                      "%s: %s", name, err.msg);
+        ck_assert_int_eq(s.param_elems, t_params);
+        ck_assert_int_eq(s.state_bytes, t_state);
+        mp_schedule sc;
+        mp_memory m;
+        ck_assert_msg(!mp_schedule_graph_order(s.g, &sc, &err), "%s", err.msg);
+        ck_assert_msg(!mp_memory_analyze(s.g, &sc, &m, &err), "%s", err.msg);
+        ck_assert_int_eq(m.totals[MP_MEM_OPT_STATE], t_state);
+        double diff = (double)(m.saved_activation_bytes - t_saved) / (double)t_saved;
+        ck_assert_msg(fabs(diff) <= 0.10, "%s: saved %lld vs PyTorch %lld (%+.1f %%)", name,
+                      (long long)m.saved_activation_bytes, (long long)t_saved, 100 * diff);
+        mp_memory_free(&m);
+        mp_schedule_free(&sc);
+        close_step(&s);
+        checked++;
+    }
+    fclose(f);
+    ck_assert_int_gt(checked, 0);
+}
+END_TEST
+
+/* The exporters' expansions of GELU (erf) and LayerNorm (opset < 17) are
+ * folded back, so the backward saves what the fused op saves. */
+START_TEST(fused_expansions)
+{
+    const char *path = MEMPLAN_SHARED "/models/torch/gpt2_small_like_train.onnx";
+    if (access(path, R_OK)) {
+        printf("skip: %s absent\n", path);
+        return;
+    }
+    step s;
+    mp_err err;
+    mp_train_opts o = mp_train_defaults();
+    ck_assert_msg(!build(&s, path, &o, 2, (const char *[]){"batch", "sequence"}, (int64_t[]){1, 32}, &err), "%s",
+                  err.msg);
+    int gelu = 0, ln = 0, erf = 0, pow = 0;
+    for (int32_t i = 0; i < s.g->nnodes; i++) {
+        const char *op = s.g->nodes[i].op_type;
+        if (s.g->nodes[i].phase != MP_PHASE_FORWARD) continue;
+        gelu += !strcmp(op, "Gelu");
+        ln += !strcmp(op, "LayerNormalization");
+        erf += !strcmp(op, "Erf");
+        pow += !strcmp(op, "Pow");
+    }
+    ck_assert_int_eq(gelu, 12); /* one per block */
+    ck_assert_int_eq(ln, 25);   /* two per block and the final one */
+    ck_assert_int_eq(erf, 0);
+    ck_assert_int_eq(pow, 0);
+    check_step(&s);
+    close_step(&s);
+}
+END_TEST
+
+/* An exporter's expansions: y = LayerNorm_expanded(GELU_expanded(x * p), w, b) over the last axis. */
+static int32_t expanded_gelu_ln(mp_graph *g, int32_t *x_out)
+{
+    static mp_opset opset = {"", 14};
+    g->opsets = &opset, g->nopsets = 1;
+    int32_t x = dvalue(g, "x", MP_VAL_INPUT, 2, (int64_t[]){3, 4});
+    int32_t p = dvalue(g, "p", MP_VAL_INITIALIZER, 1, (int64_t[]){4});
+    int32_t w = dvalue(g, "w", MP_VAL_INITIALIZER, 1, (int64_t[]){4});
+    int32_t b = dvalue(g, "b", MP_VAL_INITIALIZER, 1, (int64_t[]){4});
+    int32_t sqrt2 = dconst(g, "sqrt2", MP_DOUBLE, 0, NULL, (double[]){1.4142135623730951});
+    int32_t one = dconst(g, "one", MP_DOUBLE, 0, NULL, (double[]){1.0});
+    int32_t half = dconst(g, "half", MP_DOUBLE, 0, NULL, (double[]){0.5});
+    int32_t two = dconst(g, "two", MP_DOUBLE, 0, NULL, (double[]){2.0});
+    int32_t eps = dconst(g, "eps", MP_DOUBLE, 0, NULL, (double[]){1e-5});
+    static const char *const names[] = {"h",  "s",  "e",   "e1", "xe", "gl", "mu", "d",
+                                        "d2", "var", "ve", "sd", "n",  "nw", "y"};
+    int32_t v[15];
+    for (int i = 0; i < 15; i++) v[i] = dvalue(g, names[i], 0, -1, NULL);
+    mp_graph_add_node(g, NULL, "Mul", "", 2, (int32_t[]){x, p}, 1, &v[0]);
+    mp_graph_add_node(g, NULL, "Div", "", 2, (int32_t[]){v[0], sqrt2}, 1, &v[1]);
+    mp_graph_add_node(g, NULL, "Erf", "", 1, &v[1], 1, &v[2]);
+    mp_graph_add_node(g, NULL, "Add", "", 2, (int32_t[]){v[2], one}, 1, &v[3]);
+    mp_graph_add_node(g, NULL, "Mul", "", 2, (int32_t[]){v[0], v[3]}, 1, &v[4]);
+    mp_graph_add_node(g, NULL, "Mul", "", 2, (int32_t[]){v[4], half}, 1, &v[5]);
+    int32_t r1 = mp_graph_add_node(g, NULL, "ReduceMean", "", 1, &v[5], 1, &v[6]);
+    mp_graph_add_node(g, NULL, "Sub", "", 2, (int32_t[]){v[5], v[6]}, 1, &v[7]);
+    mp_graph_add_node(g, NULL, "Pow", "", 2, (int32_t[]){v[7], two}, 1, &v[8]);
+    int32_t r2 = mp_graph_add_node(g, NULL, "ReduceMean", "", 1, &v[8], 1, &v[9]);
+    mp_graph_add_node(g, NULL, "Add", "", 2, (int32_t[]){v[9], eps}, 1, &v[10]);
+    mp_graph_add_node(g, NULL, "Sqrt", "", 1, &v[10], 1, &v[11]);
+    mp_graph_add_node(g, NULL, "Div", "", 2, (int32_t[]){v[7], v[11]}, 1, &v[12]);
+    mp_graph_add_node(g, NULL, "Mul", "", 2, (int32_t[]){v[12], w}, 1, &v[13]);
+    mp_graph_add_node(g, NULL, "Add", "", 2, (int32_t[]){v[13], b}, 1, &v[14]);
+    for (int k = 0; k < 2; k++) {
+        int32_t r = k ? r2 : r1;
+        g->nodes[r].attrs = mp_arena_alloc(g->arena, sizeof *g->nodes[r].attrs);
+        g->nodes[r].nattrs = 1;
+        set_ints(g, r, 0, "axes", 1, (int64_t[]){-1});
+    }
+    set_io(g, x, v[14]);
+    *x_out = x;
+    return v[14];
+}
+
+/* The fused graph computes what the expansion computes (same output on the
+ * CPU executor), and its gradients agree with finite differences. */
+START_TEST(fused_expansions_equal)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    int32_t x, y = expanded_gelu_ln(g, &x);
+    mp_err err;
+    ck_assert_msg(!mp_graph_link(g, &err) && !mp_infer(g, &err), "%s", err.msg);
+    int32_t nv = g->nvalues; /* the inputs and weights; the step adds values after them */
+    mp_tensor **data = mp_arena_alloc(g->arena, (size_t)nv * sizeof *data);
+    mp_exec *ex = mp_exec_new(g, NULL, &err);
+    ck_assert_msg(ex, "%s", err.msg);
+    uint64_t r = 99;
+    for (int32_t v = 0; v < nv; v++) {
+        data[v] = NULL;
+        const mp_value *val = &g->values[v];
+        if (!(val->flags & (MP_VAL_INPUT | MP_VAL_INITIALIZER))) continue;
+        int64_t dims[4];
+        for (int i = 0; i < val->rank; i++) dims[i] = val->dims[i].v;
+        data[v] = mp_tensor_new(g->arena, val->dtype, val->rank, dims);
+        for (int64_t i = 0; i < data[v]->numel; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            mp_tensor_set_f64(data[v], i, (double)(r >> 11) / 9007199254740992.0 * 2 - 1);
+        }
+        ck_assert_msg(!mp_exec_bind(ex, v, data[v], &err), "%s", err.msg);
+    }
+    ck_assert_msg(!mp_exec_run(ex, &err), "%s", err.msg);
+    double want[12];
+    for (int i = 0; i < 12; i++) want[i] = mp_tensor_get_f64(mp_exec_value(ex, y), i);
+    mp_exec_free(ex);
+
+    mp_train_opts o = mp_train_defaults();
+    o.loss = MP_LOSS_SUM;
+    o.optimizer = MP_OPT_SGD;
+    ck_assert_msg(!mp_train_build(g, &o, &err), "%s", err.msg);
+    int fused = 0;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const char *op = g->nodes[i].op_type;
+        fused += !strcmp(op, "Gelu") || !strcmp(op, "LayerNormalization");
+        ck_assert_msg(strcmp(op, "Erf") && strcmp(op, "Pow") && strcmp(op, "Sqrt"), "%s left", op);
+    }
+    ck_assert_int_eq(fused, 2);
+    g->outputs = mp_arena_dup(g->arena, &y, sizeof y), g->noutputs = 1;
+    ex = mp_exec_new(g, NULL, &err);
+    ck_assert_msg(ex, "%s", err.msg);
+    for (int32_t v = 0; v < nv; v++)
+        if (data[v])
+            ck_assert_msg(!mp_exec_bind(ex, v, data[v], &err), "%s", err.msg);
+    ck_assert_msg(!mp_exec_run(ex, &err), "%s", err.msg);
+    for (int i = 0; i < 12; i++)
+        ck_assert_msg(fabs(mp_tensor_get_f64(mp_exec_value(ex, y), i) - want[i]) <= 1e-9, "y[%d]: %.12g vs %.12g", i,
+                      mp_tensor_get_f64(mp_exec_value(ex, y), i), want[i]);
+    mp_exec_free(ex);
+    mp_graph_free(g);
+
+    g = mp_graph_new(NULL);
+    expanded_gelu_ln(g, &x);
+    fd_check(g, MP_LOSS_SUM);
+    mp_graph_free(g);
+}
+END_TEST
+
 START_TEST(bad_options)
 {
     step s;
@@ -639,6 +837,9 @@ int main(void)
     tcase_add_test(tc, finite_differences_gemm);
     tcase_add_test(tc, finite_differences_elementwise);
     tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, torch_peer);
+    tcase_add_test(tc, fused_expansions);
+    tcase_add_test(tc, fused_expansions_equal);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);
