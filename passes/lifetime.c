@@ -45,6 +45,19 @@ static int fail_unsized(const mp_graph *g, const mp_value *v, mp_err *err)
                    p ? ", produced by " : "", p ? p : "");
 }
 
+/* Bodies of If/Loop/Scan run with memory of their own that this pass does not see: refuse rather than undercount. */
+static int check_no_subgraphs(const mp_graph *g, mp_err *err)
+{
+    for (int32_t i = 0; i < g->nnodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].nattrs; k++) {
+            mp_attr_type t = g->nodes[i].attrs[k].type;
+            if (t == MP_ATTR_GRAPH || t == MP_ATTR_GRAPHS)
+                return mp_fail(err, "node '%s' (%s) has a subgraph body: memplan cannot plan memory through "
+                               "If/Loop/Scan bodies yet", g->nodes[i].name, g->nodes[i].op_type);
+        }
+    return 0;
+}
+
 /* The root of v's alias chain; -1 on a cycle or a bad id. */
 static int32_t alias_root(const mp_graph *g, int32_t v)
 {
@@ -60,7 +73,7 @@ static int32_t alias_root(const mp_graph *g, int32_t v)
 int mp_lifetime_compute(const mp_graph *g, const mp_schedule *s, mp_lifetimes *lt, mp_err *err)
 {
     memset(lt, 0, sizeof *lt);
-    if (mp_schedule_check(g, s, err)) return -1;
+    if (mp_schedule_check(g, s, err) || check_no_subgraphs(g, err)) return -1;
     size_t nv = (size_t)g->nvalues + 1, nn = (size_t)g->nnodes + 1;
     lt->nvalues = g->nvalues;
     lt->nsteps = s->n;

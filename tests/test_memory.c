@@ -534,6 +534,24 @@ START_TEST(test_cli_bad_flags)
 }
 END_TEST
 
+/* A model with a Loop body is refused, naming the node, rather than planned without its body. */
+START_TEST(test_cli_refuses_subgraphs)
+{
+    const char *loop = MEMPLAN_SHARED "/onnx-backend/node/test_loop11/model.onnx";
+    FILE *f = fopen(loop, "rb");
+    if (!f) {
+        printf("skip: %s absent\n", loop);
+        return;
+    }
+    fclose(f);
+    run_result r = RUN(loop, "--inference");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_str_eq(r.out, "");
+    ck_assert_msg(strstr(r.err, "'Loop_0' (Loop) has a subgraph body"), "%s", r.err);
+    run_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("memory");
@@ -554,6 +572,7 @@ int main(void)
     tcase_add_test(t, test_cli_timeline);
     tcase_add_test(t, test_cli_training_step);
     tcase_add_test(t, test_cli_bad_flags);
+    tcase_add_test(t, test_cli_refuses_subgraphs);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
