@@ -70,7 +70,7 @@ static inline bool ad_needs(const mp_ad *ad, int32_t v) { return v >= 0 && v < a
     X(HardSigmoid) X(Identity) X(Cast) X(Dropout) X(Where) X(Neg) X(MatMul) X(Gemm) X(Conv)                 \
     X(BatchNormalization) X(LayerNormalization) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Softmax)  \
     X(Flatten) X(Reshape) X(Squeeze) X(Unsqueeze) X(Transpose) X(Concat) X(Split) X(Slice) X(Gather)       \
-    X(Expand) X(ReduceMean) X(ReduceSum) X(SoftmaxCrossEntropyLoss)
+    X(Expand) X(ReduceMean) X(ReduceSum) X(SoftmaxCrossEntropyLoss) X(Sum)
 #define MP_GRAD_DECL(op) int mp_grad_##op(mp_ad *ad, int32_t node, const int32_t *dy);
 MP_GRAD_RULES(MP_GRAD_DECL)
 #undef MP_GRAD_DECL

@@ -17,6 +17,14 @@ int mp_grad_Add(mp_ad *ad, int32_t node, const int32_t *dy)
     return 0;
 }
 
+/* Sum (n-ary Add): reads nothing; each input gets dY summed to its shape. */
+int mp_grad_Sum(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    for (int k = 0; k < ad->g->nodes[node].nin; k++)
+        if (ad_needs(ad, IN(k)) && ad_give_sum(ad, IN(k), dy[0], false)) return -1;
+    return 0;
+}
+
 /* Sub: reads nothing. */
 int mp_grad_Sub(mp_ad *ad, int32_t node, const int32_t *dy)
 {

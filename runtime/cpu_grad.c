@@ -406,21 +406,38 @@ typedef struct win2d {
     int64_t kh, kw, sh, sw, pt, pl, dh, dw;
 } win2d;
 
-static int read_win2d(const mp_kargs *k, int64_t kh, int64_t kw, win2d *w, mp_err *err)
+/* SAME_UPPER / SAME_LOWER padding of one spatial dim, from the forward's
+ * input extent `in` and output extent `out` (as runtime/cpu_conv.c pads). */
+static int64_t same_pad(const char *ap, int64_t in, int64_t out, int64_t k, int64_t s, int64_t d)
+{
+    int64_t total = (out - 1) * s + (k - 1) * d + 1 - in;
+    if (total < 0) total = 0;
+    return !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
+}
+
+/* x: shaped like the forward input [N, C, H, W]; dy: like its output. */
+static int read_win2d(const mp_kargs *k, int64_t kh, int64_t kw, const mp_tensor *x, const mp_tensor *dy, win2d *w,
+                      mp_err *err)
 {
     const char *ap = mp_attr_str(k->node, "auto_pad", "NOTSET");
-    if (strcmp(ap, "NOTSET") && strcmp(ap, "VALID")) return mp_kunsupported(err, "auto_pad %s", ap);
+    bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+    if (!same && strcmp(ap, "NOTSET") && strcmp(ap, "VALID")) return mp_kunsupported(err, "auto_pad %s", ap);
     const int64_t *s, *p, *d;
     int ns = mp_attr_ints(k->node, "strides", &s), np = mp_attr_ints(k->node, "pads", &p);
     int nd = mp_attr_ints(k->node, "dilations", &d);
+    bool pads = np == 4 && !strcmp(ap, "NOTSET");
     *w = (win2d){kh,
                  kw,
                  ns == 2 ? s[0] : 1,
                  ns == 2 ? s[1] : 1,
-                 np == 4 ? p[0] : 0,
-                 np == 4 ? p[1] : 0,
+                 pads ? p[0] : 0,
+                 pads ? p[1] : 0,
                  nd == 2 ? d[0] : 1,
                  nd == 2 ? d[1] : 1};
+    if (same) {
+        w->pt = same_pad(ap, x->dims[2], dy->dims[2], kh, w->sh, w->dh);
+        w->pl = same_pad(ap, x->dims[3], dy->dims[3], kw, w->sw, w->dw);
+    }
     return 0;
 }
 
@@ -433,7 +450,7 @@ int mp_cpu_ConvGrad(const mp_kargs *k, mp_err *err)
     if (!mp_dtype_is_float(dy->dtype)) return mp_kunsupported(err, "float only");
     mp_tensor *dx = mp_kout(k, 0), *dw = mp_kout(k, 1), *db = mp_kout(k, 2);
     win2d v;
-    if (read_win2d(k, w->dims[2], w->dims[3], &v, err)) return -1;
+    if (read_win2d(k, w->dims[2], w->dims[3], x, dy, &v, err)) return -1;
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
     int64_t M = w->dims[0], Cg = w->dims[1], OH = dy->dims[2], OW = dy->dims[3];
     int64_t groups = mp_attr_int(k->node, "group", 1);
@@ -487,7 +504,7 @@ int mp_cpu_MaxPoolGrad(const mp_kargs *k, mp_err *err)
     if (mp_attr_ints(k->node, "kernel_shape", &ks) != 2) return mp_fail(err, "kernel_shape must have 2 entries");
     if (mp_attr_int(k->node, "storage_order", 0)) return mp_kunsupported(err, "storage_order 1");
     win2d v;
-    if (read_win2d(k, ks[0], ks[1], &v, err)) return -1;
+    if (read_win2d(k, ks[0], ks[1], x, dy, &v, err)) return -1;
     int64_t NC = x->dims[0] * x->dims[1], H = x->dims[2], W = x->dims[3], OH = dy->dims[2], OW = dy->dims[3];
     for (int64_t i = 0; i < dx->numel; i++) mp_tensor_set_f64(dx, i, 0);
     for (int64_t p = 0; p < NC; p++)
@@ -614,7 +631,7 @@ int mp_cpu_AveragePoolGrad(const mp_kargs *k, mp_err *err)
     const int64_t *ks;
     if (mp_attr_ints(k->node, "kernel_shape", &ks) != 2) return mp_fail(err, "kernel_shape must have 2 entries");
     win2d v;
-    if (read_win2d(k, ks[0], ks[1], &v, err)) return -1;
+    if (read_win2d(k, ks[0], ks[1], dx, dy, &v, err)) return -1;
     bool incl = mp_attr_int(k->node, "count_include_pad", 0) != 0;
     int64_t NC = dx->dims[0] * dx->dims[1], H = dx->dims[2], W = dx->dims[3], OH = dy->dims[2], OW = dy->dims[3];
     for (int64_t i = 0; i < dx->numel; i++) mp_tensor_set_f64(dx, i, 0);

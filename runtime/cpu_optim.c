@@ -2,7 +2,8 @@
  * Momentum (standard and Nesterov) and Adam. Inputs are R (learning rate),
  * T (step count), then n tensors X, n gradients G and n (or 2n for Adam)
  * state tensors; outputs the new X and the new states, in that order.
- * Each update is elementwise, computed in double. */
+ * Each update is elementwise, computed in double. Then the memplan-domain
+ * updates of the training step: MomentumUpdate, AdamUpdate, AdafactorUpdate. */
 #include <math.h>
 #include <string.h>
 
@@ -105,5 +106,133 @@ int mp_cpu_Adam(const mp_kargs *k, mp_err *err)
             if (xo) wr(xo, e, (1 - post) * (xv - lr * vn / (sqrt(hn) + eps)));
         }
     }
+    return 0;
+}
+
+/* ---- the training step's memplan-domain updates (passes/optimizer.c) ------- */
+
+/* Update inputs (p, g, state...) and outputs (p', state'...): every input a
+ * float tensor, every output present and the size of its input. A planned
+ * run may place an output over its input (alias), so the kernels below read
+ * element i of an input before writing element i of its output. */
+static int update_check(const mp_kargs *k, int nstate, mp_err *err)
+{
+    if (k->nin != 2 + nstate || k->nout != 1 + nstate) return mp_fail(err, "needs (param, grad, %d state) -> (param', state')", nstate);
+    for (int i = 0; i < k->nin; i++)
+        if (!k->in[i] || !mp_dtype_is_float(k->in[i]->dtype)) return mp_kunsupported(err, "input %d is not a float tensor", i);
+    if (k->in[1]->numel != k->in[0]->numel) return mp_fail(err, "param and grad must have one shape");
+    for (int i = 0; i < k->nout; i++) {
+        const mp_tensor *in = k->in[i ? i + 1 : 0];
+        if (!k->out[i] || k->out[i]->numel != in->numel) return mp_fail(err, "output %d must match its input", i);
+    }
+    return 0;
+}
+
+/* The gradient with fp16's static loss scale divided out. */
+static double grad_at(const mp_kargs *k, int64_t i, double inv_scale) { return mp_tensor_get_f64(k->in[1], i) * inv_scale; }
+
+static double inv_loss_scale(const mp_kargs *k) { return 1.0 / mp_attr_float(k->node, "loss_scale", 1.0f); }
+
+/* PyTorch SGD with momentum (dampening 0): m = mu m + g, p -= lr m. The first
+ * step's buffer is g itself, which a zero-initialized m gives too. */
+int mp_cpu_MomentumUpdate(const mp_kargs *k, mp_err *err)
+{
+    if (update_check(k, 1, err)) return -1;
+    double lr = mp_attr_float(k->node, "lr", 1e-2f), mu = mp_attr_float(k->node, "momentum", 0.9f), s = inv_loss_scale(k);
+    for (int64_t i = 0; i < k->in[0]->numel; i++) {
+        double m = mu * mp_tensor_get_f64(k->in[2], i) + grad_at(k, i, s);
+        mp_tensor_set_f64(k->out[1], i, m);
+        mp_tensor_set_f64(k->out[0], i, mp_tensor_get_f64(k->in[0], i) - lr * m);
+    }
+    return 0;
+}
+
+/* PyTorch Adam / AdamW: t += 1, decoupled decay p *= 1 - lr wd (0 for Adam),
+ * m and v the moving averages of g and g^2, p -= lr m^ / (sqrt(v^) + eps)
+ * with the bias corrections m^ = m / (1 - b1^t), v^ = v / (1 - b2^t). */
+int mp_cpu_AdamUpdate(const mp_kargs *k, mp_err *err)
+{
+    if (update_check(k, 3, err)) return -1;
+    if (k->in[4]->numel != 1) return mp_fail(err, "the step counter must be a scalar");
+    double lr = mp_attr_float(k->node, "lr", 1e-3f), wd = mp_attr_float(k->node, "weight_decay", 0.0f);
+    double b1 = mp_attr_float(k->node, "beta1", 0.9f), b2 = mp_attr_float(k->node, "beta2", 0.999f);
+    double eps = mp_attr_float(k->node, "epsilon", 1e-8f), s = inv_loss_scale(k);
+    double t = mp_tensor_get_f64(k->in[4], 0) + 1, c1 = 1 - pow(b1, t), c2 = 1 - pow(b2, t);
+    for (int64_t i = 0; i < k->in[0]->numel; i++) {
+        double gr = grad_at(k, i, s);
+        double m = b1 * mp_tensor_get_f64(k->in[2], i) + (1 - b1) * gr;
+        double v = b2 * mp_tensor_get_f64(k->in[3], i) + (1 - b2) * gr * gr;
+        double p = mp_tensor_get_f64(k->in[0], i) * (1 - lr * wd);
+        mp_tensor_set_f64(k->out[1], i, m);
+        mp_tensor_set_f64(k->out[2], i, v);
+        mp_tensor_set_f64(k->out[0], i, p - lr * (m / c1) / (sqrt(v / c2) + eps));
+    }
+    mp_tensor_set_f64(k->out[3], 0, t);
+    return 0;
+}
+
+/* Adafactor (Shazeer & Stern 2018) without momentum. The step has no step
+ * counter for this optimizer (passes/optimizer.c), so beta2 is a constant
+ * (attribute beta2, default 0.999) instead of 1 - t^decay_rate, and the
+ * paper's update clipping (RMS(u) <= 1) bounds the first steps, whose
+ * second moments are not bias-corrected. Factored for [.., R, C]:
+ *   r = b2 r + (1 - b2) mean_c(g^2 + e),  c = b2 c + (1 - b2) mean_r(g^2 + e),
+ *   v^[i, j] = r[i] c[j] / mean(r),  u = g / sqrt(v^),  p -= lr u / max(1, RMS(u)).
+ * 1-D parameters keep v like g. */
+int mp_cpu_AdafactorUpdate(const mp_kargs *k, mp_err *err)
+{
+    bool factored = k->nin == 4;
+    if (update_check(k, factored ? 2 : 1, err)) return -1;
+    const mp_tensor *p = k->in[0];
+    double lr = mp_attr_float(k->node, "lr", 1e-2f), b2 = mp_attr_float(k->node, "beta2", 0.999f), s = inv_loss_scale(k);
+    const double e = 1e-30;
+    int64_t R = 1, C = p->numel, B = 1;
+    if (factored) {
+        if (p->rank < 2) return mp_fail(err, "factored moments need a parameter of rank >= 2");
+        R = p->dims[p->rank - 2], C = p->dims[p->rank - 1];
+        B = R > 0 && C > 0 ? p->numel / (R * C) : 0;
+        if (k->in[2]->numel != B * R || k->in[3]->numel != B * C) return mp_fail(err, "row / column moments do not match the parameter");
+    } else if (k->in[2]->numel != p->numel) {
+        return mp_fail(err, "the second moment must match the parameter");
+    }
+    double *u = mp_scratch_array(k->scratch, p->numel, sizeof *u);
+    double *colsum = mp_scratch_array(k->scratch, C ? C : 1, sizeof *colsum);
+    if (!u || !colsum) return mp_fail(err, "out of scratch memory");
+    double sq = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t base = b * R * C;
+        if (!factored) {
+            for (int64_t i = 0; i < C; i++) {
+                double gr = grad_at(k, i, s), v = b2 * mp_tensor_get_f64(k->in[2], i) + (1 - b2) * (gr * gr + e);
+                mp_tensor_set_f64(k->out[1], i, v);
+                u[i] = gr / sqrt(v);
+            }
+        } else {
+            double rsum = 0;
+            memset(colsum, 0, (size_t)C * sizeof *colsum);
+            for (int64_t i = 0; i < R; i++) {
+                double row = 0;
+                for (int64_t j = 0; j < C; j++) {
+                    double gr = grad_at(k, base + i * C + j, s), g2 = gr * gr + e;
+                    row += g2;
+                    colsum[j] += g2;
+                }
+                double r = b2 * mp_tensor_get_f64(k->in[2], b * R + i) + (1 - b2) * row / (double)C;
+                mp_tensor_set_f64(k->out[1], b * R + i, r);
+                rsum += r;
+            }
+            for (int64_t j = 0; j < C; j++)
+                mp_tensor_set_f64(k->out[2], b * C + j, b2 * mp_tensor_get_f64(k->in[3], b * C + j) + (1 - b2) * colsum[j] / (double)R);
+            double rmean = rsum / (double)R;
+            for (int64_t i = 0; i < R; i++)
+                for (int64_t j = 0; j < C; j++) {
+                    double v = mp_tensor_get_f64(k->out[1], b * R + i) * mp_tensor_get_f64(k->out[2], b * C + j) / rmean;
+                    u[base + i * C + j] = grad_at(k, base + i * C + j, s) / sqrt(v);
+                }
+        }
+    }
+    for (int64_t i = 0; i < p->numel; i++) sq += u[i] * u[i];
+    double rms = p->numel ? sqrt(sq / (double)p->numel) : 0, clip = rms > 1 ? rms : 1;
+    for (int64_t i = 0; i < p->numel; i++) mp_tensor_set_f64(k->out[0], i, mp_tensor_get_f64(p, i) - lr * u[i] / clip);
     return 0;
 }
