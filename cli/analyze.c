@@ -64,6 +64,11 @@ static int build_step(analysis *a, const char ***buffers)
     if (o->loss >= 0) t.loss = (mp_loss_kind)o->loss;
     if (o->micro_batches > 0) t.micro_batches = (int)o->micro_batches;
     t.params_as_inputs = o->params_as_inputs;
+    if (o->data_inputs) {
+        struct name_list l = {a->g, mp_arena_alloc(a->g->arena, (strlen(o->data_inputs) + 2) * sizeof(char *)), 0};
+        mp_cli_list_each(o->data_inputs, collect_name, &l);
+        t.data_inputs = l.names;
+    }
     if (o->buffers) {
         /* at most one name per byte of the list, plus the NULL */
         struct name_list l = {a->g, calloc(strlen(o->buffers) + 2, sizeof(char *)), 0};

@@ -8,7 +8,10 @@
 #include "frontend/shape.h"
 #include "passes/autodiff.h"
 
-mp_train_opts mp_train_defaults(void) { return (mp_train_opts){MP_LOSS_AUTO, MP_OPT_ADAMW, MP_FLOAT, 1, false, NULL}; }
+mp_train_opts mp_train_defaults(void)
+{
+    return (mp_train_opts){.loss = MP_LOSS_AUTO, .optimizer = MP_OPT_ADAMW, .precision = MP_FLOAT, .micro_batches = 1};
+}
 
 /* ---- classification (the rules `memplan inspect` reports) ---- */
 
@@ -28,15 +31,22 @@ static bool named_buffer(const mp_train_opts *o, const char *name)
 int mp_train_classify(mp_graph *g, const mp_train_opts *o, mp_err *err)
 {
     for (int32_t i = 0; i < g->nvalues; i++) g->values[i].role = MP_ROLE_ACTIVATION;
-    /* inputs: data unless params_as_inputs names a float input with a fixed first dim */
+    /* inputs: data unless params_as_inputs names a float input with a fixed first dim, or data_inputs lists them */
+    bool as_params = o->params_as_inputs || o->data_inputs;
     int ndata = 0;
     for (int32_t i = 0; i < g->ninputs; i++) {
         mp_value *v = &g->values[g->inputs[i]];
         bool data = (v->rank >= 1 && v->dims[0].v < 0) || !mp_dtype_is_float(v->dtype);
+        if (o->data_inputs) {
+            data = false;
+            for (const char *const *d = o->data_inputs; *d; d++) data = data || !strcmp(*d, v->name);
+        }
         ndata += data;
-        v->role = o->params_as_inputs && !data ? MP_ROLE_PARAM : MP_ROLE_INPUT;
+        v->role = as_params && !data ? MP_ROLE_PARAM : MP_ROLE_INPUT;
     }
-    if (o->params_as_inputs && !ndata && g->ninputs)
+    if (o->data_inputs && !ndata)
+        return mp_fail(err, "data_inputs: none of the named inputs is a graph input");
+    if (as_params && !ndata && g->ninputs)
         return mp_fail(err, "params_as_inputs: no input has a symbolic first dimension, so data inputs cannot be told "
                             "from parameters");
     for (int32_t i = 0; i < g->ninits; i++) {

@@ -25,6 +25,7 @@ typedef struct mp_train_opts {
     mp_dtype precision;       /* MP_FLOAT, MP_BFLOAT16 or MP_FLOAT16 (fp32 master weights and state) */
     int micro_batches;        /* gradient accumulation steps, >= 1 */
     bool params_as_inputs;    /* float graph inputs other than data inputs are parameters */
+    const char *const *data_inputs; /* names of the data inputs (implies params_as_inputs); NULL-terminated or NULL */
     const char *const *buffers; /* extra value names that are buffers, not parameters; NULL-terminated or NULL */
 } mp_train_opts;
 

@@ -534,6 +534,28 @@ START_TEST(test_cli_bad_flags)
 }
 END_TEST
 
+/* Weights given as graph inputs: --data-inputs names the data, the rest are parameters. */
+START_TEST(test_cli_params_as_inputs)
+{
+    const char *path = MEMPLAN_SHARED "/models/torch/resnet50_train_noparams.onnx";
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("skip: %s absent\n", path);
+        return;
+    }
+    fclose(f);
+    run_result r = RUN(path, "--data-inputs", "input", "--json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_int_eq(json_int(r.out, "totals", "parameters"), 4LL * 25557032); /* PyTorch's count, fp32 */
+    ck_assert_int_eq(json_int(r.out, "totals", "gradients"), 4LL * 25557032);
+    run_free(&r);
+    r = RUN(path, "--data-inputs", "nothing");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+}
+END_TEST
+
 /* A model with a Loop body is refused, naming the node, rather than planned without its body. */
 START_TEST(test_cli_refuses_subgraphs)
 {
@@ -573,6 +595,7 @@ int main(void)
     tcase_add_test(t, test_cli_training_step);
     tcase_add_test(t, test_cli_bad_flags);
     tcase_add_test(t, test_cli_refuses_subgraphs);
+    tcase_add_test(t, test_cli_params_as_inputs);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
