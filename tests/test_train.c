@@ -453,6 +453,29 @@ static int32_t dconst(mp_graph *g, const char *name, mp_dtype t, int rank, const
     return v;
 }
 
+/* sum(Squeeze(Tanh(Unsqueeze(MatMul(x, W))))), axes as opset-13 inputs: Unsqueeze and Squeeze pass the gradient
+ * back through the view with the inverse reshape. */
+START_TEST(finite_differences_squeeze)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    g->opsets = mp_arena_alloc(g->arena, sizeof *g->opsets);
+    g->opsets[0] = (mp_opset){"", 17};
+    g->nopsets = 1;
+    int32_t x = dvalue(g, "x", MP_VAL_INPUT, 2, (int64_t[]){3, 4});
+    int32_t w = dvalue(g, "W", MP_VAL_INITIALIZER, 2, (int64_t[]){4, 5});
+    int32_t axes = dconst(g, "axes", MP_INT64, 1, (int64_t[]){1}, (double[]){1});
+    int32_t m = dvalue(g, "m", 0, -1, NULL), u = dvalue(g, "u", 0, -1, NULL), th = dvalue(g, "th", 0, -1, NULL);
+    int32_t y = dvalue(g, "y", 0, -1, NULL);
+    mp_graph_add_node(g, "mm", "MatMul", "", 2, (int32_t[]){x, w}, 1, &m);
+    mp_graph_add_node(g, "unsq", "Unsqueeze", "", 2, (int32_t[]){m, axes}, 1, &u);
+    mp_graph_add_node(g, "tanh", "Tanh", "", 1, &u, 1, &th);
+    mp_graph_add_node(g, "sq", "Squeeze", "", 2, (int32_t[]){th, axes}, 1, &y);
+    set_io(g, x, y);
+    fd_check(g, MP_LOSS_SUM);
+    mp_graph_free(g);
+}
+END_TEST
+
 /* Cross-entropy of Reshape(Softmax(Transpose(Where(cond, Sqrt(Pow(Erf(m), 2) + c), m)))), m = MatMul(x, W):
  * Erf, Pow, Add, Sqrt, Where, a value with two consumers (m), Transpose, Softmax, Reshape,
  * SoftmaxCrossEntropyLoss with new int64 labels. */
@@ -836,6 +859,7 @@ int main(void)
     tcase_add_test(tc, no_rule_error);
     tcase_add_test(tc, finite_differences_gemm);
     tcase_add_test(tc, finite_differences_elementwise);
+    tcase_add_test(tc, finite_differences_squeeze);
     tcase_add_test(tc, bad_options);
     tcase_add_test(tc, torch_peer);
     tcase_add_test(tc, fused_expansions);
