@@ -345,6 +345,15 @@ static int memory_help(void)
     return MP_EXIT_OK;
 }
 
+/* Text or JSON, as the command asked. */
+static int render(FILE *f, const void *ctx, bool json)
+{
+    const analysis *x = ctx;
+    if (json) return print_json(f, x);
+    print_text(f, x);
+    return 0;
+}
+
 int mp_cmd_memory(int argc, char **argv)
 {
     mp_cli_opts o;
@@ -362,7 +371,6 @@ int mp_cmd_memory(int argc, char **argv)
     const char **buffers = NULL;
     char *out = NULL;
     size_t outlen = 0;
-    FILE *mem = NULL;
     mp_err err = {{0}};
     mp_model *m = mp_cli_load(&o);
     if (!m) goto done;
@@ -393,25 +401,10 @@ int mp_cmd_memory(int argc, char **argv)
         goto done;
     }
 
-    /* The whole output is built in memory: nothing reaches stdout on failure. */
-    mem = open_memstream(&out, &outlen);
-    if (!mem) {
-        mp_cli_error("out of memory");
-        goto done;
-    }
-    int bad = 0;
-    if (o.json) bad = print_json(mem, &a);
-    else print_text(mem, &a);
-    if (fclose(mem) || bad) {
-        mem = NULL;
-        mp_cli_error("%s: cannot format the output", o.model);
-        goto done;
-    }
-    mem = NULL;
+    if (mp_cli_render(o.model, render, &a, o.json, &out, &outlen)) goto done;
     if (o.timeline && write_timeline(&a, o.timeline)) goto done;
     rc = mp_cli_emit(out, outlen);
 done:
-    if (mem) fclose(mem);
     free(out);
     free(role);
     free(buffers);

@@ -72,6 +72,22 @@ int mp_cli_emit(const char *buf, size_t len)
     return MP_EXIT_OK;
 }
 
+int mp_cli_render(const char *model, int (*render)(FILE *f, const void *ctx, bool json), const void *ctx, bool json,
+                  char **out, size_t *len)
+{
+    FILE *mem = open_memstream(out, len);
+    if (!mem) {
+        mp_cli_error("out of memory");
+        return -1;
+    }
+    int bad = render(mem, ctx, json);
+    if (fclose(mem) || bad) {
+        mp_cli_error("%s: cannot format the output", model);
+        return -1;
+    }
+    return 0;
+}
+
 void mp_cli_print_options(FILE *f, unsigned allowed)
 {
     for (int i = 0; i < MP_OPT_COUNT; i++) {

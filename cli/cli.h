@@ -119,6 +119,11 @@ bool mp_cli_list_has(const char *list, const char *name);
 void mp_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Writes the finished output to stdout; MP_EXIT_OK, or MP_EXIT_USAGE after a write error. */
 int mp_cli_emit(const char *buf, size_t len);
+/* Builds a command's whole output in memory with render(f, ctx, json), so that
+ * nothing reaches stdout on failure; 0, or -1 after printing the error.
+ * *out (freed by the caller) holds *len bytes. */
+int mp_cli_render(const char *model, int (*render)(FILE *f, const void *ctx, bool json), const void *ctx, bool json,
+                  char **out, size_t *len);
 
 /* ---- model roles (inspect.c): what each top-level value is ---------------- */
 

@@ -624,6 +624,15 @@ static int inspect_help(void)
     return MP_EXIT_OK;
 }
 
+/* Text or JSON, as the command asked. */
+static int render(FILE *f, const void *ctx, bool json)
+{
+    const summary *x = ctx;
+    if (json) return print_json(f, x);
+    print_text(f, x);
+    return 0;
+}
+
 int mp_cmd_inspect(int argc, char **argv)
 {
     mp_cli_opts o;
@@ -634,7 +643,6 @@ int mp_cmd_inspect(int argc, char **argv)
     summary s = {.o = &o};
     char *out = NULL;
     size_t outlen = 0;
-    FILE *mem = NULL;
     mp_model *m = mp_cli_load(&o);
     if (!m) goto done;
     s.g = m->graph;
@@ -654,24 +662,9 @@ int mp_cmd_inspect(int argc, char **argv)
         mp_cli_error("out of memory");
         goto done;
     }
-    /* The whole output is built in memory: nothing reaches stdout on failure. */
-    mem = open_memstream(&out, &outlen);
-    if (!mem) {
-        mp_cli_error("out of memory");
-        goto done;
-    }
-    int bad = 0;
-    if (o.json) bad = print_json(mem, &s);
-    else print_text(mem, &s);
-    if (fclose(mem) || bad) {
-        mem = NULL;
-        mp_cli_error("%s: cannot format the output", o.model);
-        goto done;
-    }
-    mem = NULL;
+    if (mp_cli_render(o.model, render, &s, o.json, &out, &outlen)) goto done;
     rc = mp_cli_emit(out, outlen);
 done:
-    if (mem) fclose(mem);
     free(out);
     free(s.ops);
     free(s.role);
