@@ -15,8 +15,8 @@
 #include "frontend/onnx.h"
 #include "passes/memory.h"
 #include "passes/schedule.h"
+#include "run_memplan.h" /* defines: RUN, run_result, run_free */
 
-extern char **environ;
 
 /* ---- building graphs by hand ------------------------------------------------ */
 
@@ -326,59 +326,6 @@ END_TEST
 
 /* ---- the command line --------------------------------------------------------- */
 
-typedef struct run_result {
-    int status;
-    char *out, *err;
-} run_result;
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    for (size_t k; buf && (k = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += k;
-        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    return buf;
-}
-
-static run_result run_args(const char *const *args)
-{
-    const char *argv[64] = {MEMPLAN_BIN};
-    int n = 1;
-    while (args[n - 1] && n < 63) argv[n] = args[n - 1], n++;
-    argv[n] = NULL;
-    char outp[] = "/tmp/test_memory_outXXXXXX", errp[] = "/tmp/test_memory_errXXXXXX";
-    int fo = mkstemp(outp), fe = mkstemp(errp);
-    ck_assert(fo >= 0 && fe >= 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fo, 1);
-    posix_spawn_file_actions_adddup2(&fa, fe, 2);
-    pid_t pid;
-    ck_assert_int_eq(posix_spawn(&pid, MEMPLAN_BIN, &fa, NULL, (char *const *)argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    close(fo);
-    close(fe);
-    run_result r = {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(outp), slurp(errp)};
-    unlink(outp);
-    unlink(errp);
-    ck_assert(r.out && r.err);
-    return r;
-}
-#define RUN(...) run_args((const char *const[]){__VA_ARGS__, NULL})
-
-static void run_free(run_result *r)
-{
-    free(r->out);
-    free(r->err);
-}
 
 #define MODEL(name) MEMPLAN_SOURCE "/models/" name
 
@@ -472,7 +419,7 @@ START_TEST(test_cli_timeline)
     run_result r = RUN(MODEL("gpt_decoder.onnx"), "--batch", "2", "--dim", "sequence=32", "--inference", "--timeline",
                        path);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    char *csv = slurp(path);
+    char *csv = slurp(path, NULL);
     ck_assert_ptr_nonnull(csv);
     ck_assert_int_eq(count_lines(csv), 121 + 1); /* a header, then one row per node */
     ck_assert(!strncmp(csv, "step,node,phase,total,parameters,", 33));
@@ -486,7 +433,7 @@ START_TEST(test_cli_timeline)
     ck_assert_msg(r.status == 0, "%s", r.err);
     const char *nodes = strstr(r.out, "\n  \"nodes\": ");
     ck_assert_ptr_nonnull(nodes);
-    csv = slurp(path);
+    csv = slurp(path, NULL);
     ck_assert_ptr_nonnull(csv);
     ck_assert_int_eq(count_lines(csv), strtol(nodes + 12, NULL, 10) + 1);
     free(csv);
