@@ -26,6 +26,7 @@
 #include "frontend/onnx.h"
 #include "frontend/wire.h"
 #include "ir/ops.h"
+#include "test_files.h" /* defines: read_file, exists */
 
 #define MAX_OPS 64     /* distinct ops per case */
 #define MAX_TABLE 1024 /* distinct ops overall */
@@ -57,29 +58,7 @@ static op_row *row_of(const op_key *k)
 
 /* ---- files -------------------------------------------------------------- */
 
-static unsigned char *read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
-static bool exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
+/* read_file, exists: tests/test_files.h */
 
 /* ---- expected values: TensorProto, SequenceProto, OptionalProto --------- */
 

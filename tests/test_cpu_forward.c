@@ -31,6 +31,7 @@
 #include "frontend/onnx.h"
 #include "ir/ops.h"
 #include "runtime/exec.h"
+#include "test_files.h" /* defines: read_file, exists */
 
 #define RTOL 1e-3
 #define ATOL 1e-7
@@ -202,29 +203,7 @@ static void check_dropout_and_reruns(void)
 
 /* ---- files --------------------------------------------------------------------- */
 
-static unsigned char *read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
-static bool exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
+/* read_file, exists: tests/test_files.h */
 
 static mp_tensor *read_pb(mp_arena *a, const char *path, mp_err *err)
 {
