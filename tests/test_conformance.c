@@ -58,7 +58,6 @@ static op_row *row_of(const op_key *k)
 
 /* ---- files -------------------------------------------------------------- */
 
-/* read_file, exists: tests/test_files.h */
 
 /* ---- expected values: TensorProto, SequenceProto, OptionalProto --------- */
 

@@ -203,7 +203,6 @@ static void check_dropout_and_reruns(void)
 
 /* ---- files --------------------------------------------------------------------- */
 
-/* read_file, exists: tests/test_files.h */
 
 static mp_tensor *read_pb(mp_arena *a, const char *path, mp_err *err)
 {
