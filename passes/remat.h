@@ -1,0 +1,187 @@
+/* remat.h - rematerialization: which activations to keep, which to recompute.
+ *
+ *   mp_rgraph rg;                                  // from a training step or a --graph-json file
+ *   mp_rgraph_from_training(g, &sched, &lt, &cm, &rg, &err);
+ *   mp_rspace sp;                                  // what may be dropped, when it may come back
+ *   mp_rspace_build(&rg, NULL, &sp, &err);
+ *   mp_rplan plan;                                 // the keep/recompute decision
+ *   mp_rsolve_opts so = mp_rsolve_defaults();
+ *   mp_remat_solve(&sp, budget, &so, &plan, &info, &err);
+ *   mp_rsched out;                                 // the order that runs, recomputations repeated
+ *   mp_rplan_emit(&sp, &plan, &out, &err);
+ *   mp_rsched_count(&rg, &out, &count, &err);      // its true peak and cost, recounted
+ *
+ * The model (docs/ilp.md has the full statement):
+ *   - an rgraph is a DAG of nodes in a fixed order (node i runs at step i) that
+ *     produce values; a node needs its inputs resident and allocates its
+ *     outputs; a value is freed after its last use (Checkmate's semantics);
+ *     resident values (no producer) are live throughout;
+ *   - a droppable value v (a forward value with a gap between two uses, e.g.
+ *     its last forward use a_v and its first backward use b_v) is either kept,
+ *     or freed after a_v and recomputed once, at one of its candidate steps q
+ *     in (a_v, b_v], living from q to its last use;
+ *   - recomputing v at q runs its recipe: v's producer and every ancestor that
+ *     is no longer live at q (values that died after the forward), in order;
+ *     the recipe's inputs that are droppable must be resident at q (kept, or
+ *     themselves recomputed at or before q);
+ *   - the cost of a plan is the sum of its recipes' costs; its peak is counted
+ *     step by step, recipe nodes included.
+ * The ILP (GLPK) chooses one candidate per dropped value; mp_rsched_count()
+ * recounts the emitted order independently, and equals the ILP's peak.
+ */
+#ifndef MP_REMAT_H
+#define MP_REMAT_H
+
+#include "ir/ir.h"
+
+/* ---- the graph (remat_graph.c) ---- */
+
+typedef struct mp_rgraph {
+    int32_t nnodes, nvalues;
+    char **node_name;       /* nnodes: ONNX node name or graph-json id, printed in schedules */
+    double *cost;           /* nnodes: seconds (ONNX: the cost model) or the file's relative units */
+    uint8_t *recomputable;  /* nnodes: 1 for forward nodes, which a plan may run again */
+    int32_t *in_off, *in;   /* CSR: inputs of node i are in[in_off[i] .. in_off[i+1]) (value ids) */
+    int32_t *out_off, *out; /* CSR: outputs of node i */
+    int64_t *bytes;         /* nvalues */
+    int32_t *producer;      /* nvalues: node id, -1 for a resident value (live throughout) */
+    uint8_t *keep_to_end;   /* nvalues: graph outputs, live to the last step */
+    int32_t *value_id;      /* nvalues: the IR value it stands for, -1 for graph-json */
+} mp_rgraph;
+
+/* Value-less graph-json files (Checkmate, Moccasin): one value per node, of the node's output size. */
+int mp_rgraph_from_json(const char *path, mp_rgraph *rg, mp_err *err);
+
+void mp_rgraph_free(mp_rgraph *rg);
+
+/* ---- schedules and their recount (remat_count.c) ---- */
+
+/* An order that runs: node ids, recomputations repeated. */
+typedef struct mp_rsched {
+    int32_t n;
+    int32_t *node;          /* n node ids */
+    uint8_t *recompute;     /* n: 1 where this entry runs a node again */
+} mp_rsched;
+
+typedef struct mp_rcount {
+    int64_t peak_bytes;     /* resident included */
+    int32_t peak_entry;     /* the schedule entry at the peak */
+    double cost;            /* sum of the costs of all entries */
+    double recompute_cost;  /* sum over recompute entries */
+} mp_rcount;
+
+/* The store-everything order: every node once, in order. */
+int mp_rsched_identity(const mp_rgraph *rg, mp_rsched *s, mp_err *err);
+
+/* Recounts s with Checkmate's semantics, independently of how s was made:
+ * each entry needs the latest instance of every input resident (fails naming
+ * the entry otherwise), allocates its outputs (a recomputed value replaces its
+ * old instance), and every instance is freed after its last use. */
+int mp_rsched_count(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, mp_err *err);
+
+/* Live bytes after each entry (n values), for timelines. */
+int mp_rsched_profile(const mp_rgraph *rg, const mp_rsched *s, int64_t *live, mp_err *err);
+
+/* JSON list of node names in order (the --schedule file). */
+int mp_rsched_write_json(const mp_rgraph *rg, const mp_rsched *s, const char *path, mp_err *err);
+
+void mp_rsched_free(mp_rsched *s);
+
+/* ---- the decision space (remat_space.c) ---- */
+
+typedef struct mp_rspace_opts {
+    int max_candidates;     /* candidate recompute steps per value (default 6) */
+    int max_recipe;         /* nodes in one recipe (default 64); longer ones are not offered */
+    double min_fraction;    /* values under this fraction of the largest droppable are always kept (0) */
+} mp_rspace_opts;
+
+/* One way to bring a value back: recompute it before step q by running recipe nodes. */
+typedef struct mp_rcand {
+    int32_t value, step;
+    int32_t nrecipe, *recipe; /* node ids in order; the last produces value */
+    double cost;
+    int64_t recipe_peak;      /* extra bytes while the recipe runs, value included */
+} mp_rcand;
+
+typedef struct mp_rspace {
+    const mp_rgraph *rg;
+    int32_t *first_use, *last_use; /* nvalues: steps in the store-everything order */
+    int64_t *base_live;       /* nnodes: live bytes at each step, store everything (resident included) */
+    int64_t base_peak;
+    int64_t resident_bytes;
+    int32_t ndrop;            /* droppable values */
+    int32_t *drop;            /* ndrop value ids, in producer order */
+    int32_t *gap_start, *gap_end; /* nvalues: a_v and b_v of droppable values, -1 otherwise */
+    int32_t ncand;
+    mp_rcand *cand;           /* grouped by value in drop order, each group by step */
+    int32_t *cand_off;        /* ndrop + 1: candidates of drop[i] are cand[cand_off[i] .. cand_off[i+1]) */
+} mp_rspace;
+
+int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp, mp_err *err);
+void mp_rspace_free(mp_rspace *sp);
+
+/* ---- plans (remat_plan.c) ---- */
+
+typedef struct mp_rplan {
+    int32_t *choice;          /* ndrop: index into sp->cand of the chosen candidate, -1 kept */
+} mp_rplan;
+
+int mp_rplan_init(const mp_rspace *sp, mp_rplan *p, mp_err *err); /* keeps everything */
+
+/* The order the plan runs: the store-everything order with, before each step
+ * q, the recipes of the values recomputed at q (in value order). Fails when
+ * the plan breaks the model (a recipe input not resident). */
+int mp_rplan_emit(const mp_rspace *sp, const mp_rplan *p, mp_rsched *s, mp_err *err);
+
+void mp_rplan_free(mp_rplan *p);
+
+/* ---- the integer program (remat_ilp.c) ---- */
+
+typedef struct mp_rsolve_opts {
+    double time_limit;        /* seconds (default 5) */
+    bool progress;            /* solver progress on stderr */
+    const mp_rplan *warm;     /* a feasible plan to start from, or NULL */
+} mp_rsolve_opts;
+
+mp_rsolve_opts mp_rsolve_defaults(void);
+
+typedef enum mp_rstatus {
+    MP_RSOLVE_OPTIMAL = 0,    /* proven optimal */
+    MP_RSOLVE_FEASIBLE,       /* time limit: best plan found, gap below */
+    MP_RSOLVE_INFEASIBLE      /* no plan in the space fits the budget */
+} mp_rstatus;
+
+typedef struct mp_rsolve_info {
+    mp_rstatus status;
+    double seconds;
+    double objective;         /* recompute cost of the plan */
+    double lp_bound;          /* LP relaxation (or best bound) of the objective */
+    double mip_gap;           /* (objective - bound) / max(objective, tiny), 0 when optimal */
+    int64_t model_peak;       /* the peak the ILP counts for the plan */
+    int32_t rows, cols, binaries;
+} mp_rsolve_info;
+
+/* Least recompute cost with peak <= budget. INFEASIBLE is not an error. */
+int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o, mp_rplan *p,
+                   mp_rsolve_info *info, mp_err *err);
+
+/* The smallest peak any plan of the space reaches (exact), and one plan that reaches it. */
+int mp_remat_min_peak(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *peak, mp_rplan *p, mp_err *err);
+
+/* ---- baselines (remat_baselines.c): orders, counted with mp_rsched_count ---- */
+
+typedef enum mp_rbaseline {
+    MP_RBASE_NONE = 0,        /* store everything */
+    MP_RBASE_ALL,             /* keep only segment inputs (articulation values), recompute the rest */
+    MP_RBASE_SQRT,            /* Chen et al.: every sqrt(n)-th articulation value kept */
+    MP_RBASE_GREEDY,          /* DTR-style eviction under the budget: cost / (bytes * staleness) */
+    MP_RBASE_COUNT
+} mp_rbaseline;
+
+extern const char *const mp_rbaseline_names[MP_RBASE_COUNT]; /* "none", "all", "sqrt", "greedy" */
+
+/* The baseline's order; budget is used by greedy only. Greedy fails (status
+ * -1 with a message) when it cannot fit the budget. */
+int mp_remat_baseline(const mp_rgraph *rg, mp_rbaseline b, int64_t budget, mp_rsched *s, mp_err *err);
+
+#endif
