@@ -46,11 +46,21 @@ typedef struct mp_rgraph {
     int64_t *bytes;         /* nvalues */
     int32_t *producer;      /* nvalues: node id, -1 for a resident value (live throughout) */
     uint8_t *keep_to_end;   /* nvalues: graph outputs, live to the last step */
+    uint8_t *pinned;        /* nvalues: never dropped (e.g. a buffer a later node overwrites in place) */
     int32_t *value_id;      /* nvalues: the IR value it stands for, -1 for graph-json */
 } mp_rgraph;
 
 /* Value-less graph-json files (Checkmate, Moccasin): one value per node, of the node's output size. */
 int mp_rgraph_from_json(const char *path, mp_rgraph *rg, mp_err *err);
+
+/* The training step g under schedule s (lifetimes lt): one node per step, one
+ * value per buffer owner (aliases follow their owner), persistent buffers
+ * resident, node cost = the cost model's seconds on gpu (passes/cost.h). */
+struct mp_lifetimes;
+struct mp_schedule;
+struct mp_gpu;
+int mp_rgraph_from_training(const mp_graph *g, const struct mp_schedule *s, const struct mp_lifetimes *lt,
+                            const struct mp_gpu *gpu, mp_rgraph *rg, mp_err *err);
 
 void mp_rgraph_free(mp_rgraph *rg);
 
