@@ -143,6 +143,7 @@ enum {
     MP_VAL_INPUT = 1 << 1,        /* graph input (not an initializer) */
     MP_VAL_OUTPUT = 1 << 2,       /* graph output */
     MP_VAL_OUTER = 1 << 3,        /* subgraph: a name resolved in an enclosing graph */
+    MP_VAL_RECOMPUTED = 1 << 4,   /* a copy made by rematerialization (passes/remat_apply.c) */
 };
 
 typedef enum mp_value_kind {

@@ -194,4 +194,13 @@ extern const char *const mp_rbaseline_names[MP_RBASE_COUNT]; /* "none", "all", "
  * -1 with a message) when it cannot fit the budget. */
 int mp_remat_baseline(const mp_rgraph *rg, mp_rbaseline b, int64_t budget, mp_rsched *s, mp_err *err);
 
+/* ---- into IR (remat_apply.c) ---- */
+
+/* Rewrites g (the graph the rgraph was made from under schedule s) so that
+ * its node order is the order rs: each recompute entry becomes a clone of its
+ * node writing new copies of the outputs (named "x@r1", flag MP_VAL_RECOMPUTED),
+ * and every later reader reads the newest copy. *out gets the new graph order. */
+int mp_remat_apply(mp_graph *g, const struct mp_schedule *s, const mp_rsched *rs, struct mp_schedule *out,
+                   mp_err *err);
+
 #endif
