@@ -8,12 +8,13 @@
 #include "frontend/shape.h"
 #include "passes/autodiff.h"
 
-/* The gradient rule of each op: a data table indexed by the op enum. */
-static const mp_grad_rule rules[MP_OP_COUNT] = {
-#define MP_GRAD_ROW(op) [MP_OP_##op] = mp_grad_##op,
-    MP_GRAD_RULES(MP_GRAD_ROW)
-#undef MP_GRAD_ROW
+/* The gradient rule of each op, from the grad column of the op table. */
+static const mp_grad_rule rules[] = {
+#define MP_OP(id, name, domain, shape, grad, cost) grad,
+#include "ir/ops/all.def"
+#undef MP_OP
 };
+_Static_assert(sizeof rules / sizeof rules[0] == MP_OP_COUNT, "one gradient rule slot per op id");
 
 mp_grad_rule mp_grad_rule_for(mp_op_id op) { return op >= 0 && op < MP_OP_COUNT ? rules[op] : NULL; }
 

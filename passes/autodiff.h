@@ -65,15 +65,16 @@ int ad_give_sum(mp_ad *ad, int32_t v, int32_t gval, bool own);
 static inline bool ad_needs(const mp_ad *ad, int32_t v) { return v >= 0 && v < ad->nfwd && ad->needs[v]; }
 
 /* ---- rules (grad_*.c) ---- */
-#define MP_GRAD_RULES(X)                                                                                     \
-    X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Relu) X(Sigmoid) X(Tanh) X(Sqrt) X(Erf) X(Gelu) X(HardSwish)       \
-    X(HardSigmoid) X(Identity) X(Cast) X(Dropout) X(Where) X(Neg) X(MatMul) X(Gemm) X(Conv)                 \
-    X(BatchNormalization) X(LayerNormalization) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Softmax)  \
-    X(Flatten) X(Reshape) X(Squeeze) X(Unsqueeze) X(Transpose) X(Concat) X(Split) X(Slice) X(Gather)       \
-    X(Expand) X(ReduceMean) X(ReduceSum) X(SoftmaxCrossEntropyLoss) X(Sum)
-#define MP_GRAD_DECL(op) int mp_grad_##op(mp_ad *ad, int32_t node, const int32_t *dy);
-MP_GRAD_RULES(MP_GRAD_DECL)
-#undef MP_GRAD_DECL
+/* An op's rule is named in the grad column of its row in ir/ops/ (0: none).
+ * This declares each one named there: for a 0, MP_GRAD_SKIP_##grad becomes
+ * MP_GRAD_SKIP_0, whose comma shifts the declaration out of the picked slot. */
+#define MP_GRAD_SKIP_0 ~,
+#define MP_GRAD_PICK_(skip, decl, ...) decl
+#define MP_GRAD_PICK(...) MP_GRAD_PICK_(__VA_ARGS__)
+#define MP_OP(id, name, domain, shape, grad, cost) \
+    MP_GRAD_PICK(MP_GRAD_SKIP_##grad, int grad(mp_ad *ad, int32_t node, const int32_t *dy);, ~)
+#include "ir/ops/all.def"
+#undef MP_OP
 
 /* fp16 static loss scale (the seed of the backward; the update divides it out). */
 #define MP_FP16_LOSS_SCALE 65536.0
