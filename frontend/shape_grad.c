@@ -1,6 +1,8 @@
 /* shape_grad.c - shape rules of the training step's memplan-domain ops
  * (ir/ops/grad.def). Gradients take the dtype of the incoming gradient
  * (input 0) and the shape of the tensor they are the gradient of. */
+#include <string.h>
+
 #include "shape.h"
 
 static int need_float(mp_graph *g, const mp_node *n, int i, const char *what, mp_err *err)
@@ -54,15 +56,118 @@ int shape_GradToShape(mp_graph *g, mp_node *n, mp_err *err)
     return mp_set_out(g, n, 0, t, rank, d);
 }
 
-/* (dY, X, W) -> dX like X, dW like W, dB [W.dims[0]]. */
+/* Checks that dY's spatial extents are what the forward window (kernel kd,
+ * strides, dilations, pads or auto_pad, ceil_mode) gives over X's; dims not
+ * known are skipped. x and dy: [N, C, spatial..] of rank `rank`. */
+static int check_window(const mp_graph *g, const mp_node *n, int rank, const mp_dim *x, const mp_dim *dy,
+                        const int64_t *kd, mp_err *err)
+{
+    int nsp = rank - 2;
+    const int64_t *s, *d, *p;
+    int ns = mp_attr_ints(n, "strides", &s), nd = mp_attr_ints(n, "dilations", &d), np = mp_attr_ints(n, "pads", &p);
+    if ((ns >= 0 && ns != nsp) || (nd >= 0 && nd != nsp) || (np >= 0 && np != 2 * nsp))
+        return mp_fail(err, "strides, dilations or pads do not fit %d spatial dims", nsp);
+    const char *ap = mp_attr_str(n, "auto_pad", "NOTSET");
+    bool same = np < 0 && (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")), valid = !strcmp(ap, "VALID");
+    bool ceil_mode = mp_attr_int(n, "ceil_mode", 0) != 0;
+    for (int i = 0; i < nsp; i++) {
+        mp_dim in = mp_dim_resolve(g, x[2 + i]), out = mp_dim_resolve(g, dy[2 + i]);
+        int64_t si = ns >= 0 ? s[i] : 1, di = nd >= 0 ? d[i] : 1, want;
+        if (si < 1 || di < 1 || kd[i] < 1) return mp_fail(err, "kernel, strides and dilations must be positive");
+        if (in.v < 0 || out.v < 0) continue;
+        if (same) {
+            want = in.v / si + (in.v % si != 0);
+        } else {
+            int64_t pb = np >= 0 && !valid ? p[i] : 0, pe = np >= 0 && !valid ? p[nsp + i] : 0, span, len;
+            if (!mp_mul_ok(kd[i] - 1, di, &span) || !mp_add_ok(in.v, pb, &len) || !mp_add_ok(len, pe, &len))
+                return mp_fail(err, "window arithmetic overflows on spatial dim %d", i);
+            len -= span + 1;
+            if (len < 0) return mp_fail(err, "spatial dim %d: the kernel spans more than the padded input", i);
+            want = (ceil_mode ? len / si + (len % si != 0) : len / si) + 1;
+            if (ceil_mode && (want - 1) * si >= in.v + pb) want--; /* a window starting in the end pads is dropped */
+        }
+        if (want != out.v)
+            return mp_fail(err, "dY's spatial dim %d is %lld, the window over X gives %lld", i, (long long)out.v,
+                           (long long)want);
+    }
+    return 0;
+}
+
+/* Fails unless dY and X are [N, C, spatial..] of one rank with one N. */
+static int check_nc(const mp_graph *g, const mp_value *dy, const mp_value *x, mp_err *err)
+{
+    if (x->rank < 0 || dy->rank < 0) return 0;
+    if (x->rank < 3 || dy->rank != x->rank || x->rank > MP_MAX_RANK)
+        return mp_fail(err, "dY (rank %d) and X (rank %d) must be [N, C, spatial..] of one rank", dy->rank, x->rank);
+    mp_dim a = mp_dim_resolve(g, dy->dims[0]), b = mp_dim_resolve(g, x->dims[0]);
+    if (a.v >= 0 && b.v >= 0 && a.v != b.v)
+        return mp_fail(err, "dY has batch %lld, X %lld", (long long)a.v, (long long)b.v);
+    return 0;
+}
+
+/* (dY, X, W) -> dX like X, dW like W, dB [W.dims[0]], for 1 to N spatial dims:
+ * dY [N, M, out..], X [N, C, in..], W [M, C / group, k..] with out.. the
+ * Conv window over in.. (ConvTranspose's rule passes (X, dY, W) the same way). */
 int shape_ConvGrad(mp_graph *g, mp_node *n, mp_err *err)
 {
     if (need_float(g, n, 0, "dY", err) || need_float(g, n, 1, "X", err) || need_float(g, n, 2, "W", err)) return -1;
     mp_dtype t = mp_in(g, n, 0)->dtype;
-    const mp_value *w = mp_in(g, n, 2);
-    if (mp_set_out_like(g, n, 0, t, mp_in(g, n, 1)) || mp_set_out_like(g, n, 1, t, w)) return -1;
+    const mp_value *dy = mp_in(g, n, 0), *x = mp_in(g, n, 1), *w = mp_in(g, n, 2);
+    if (check_nc(g, dy, x, err)) return -1;
+    if (x->rank >= 3 && w->rank >= 0) {
+        if (w->rank != x->rank) return mp_fail(err, "W has rank %d, X %d", w->rank, x->rank);
+        int64_t group = mp_attr_int(n, "group", 1), kd[MP_MAX_RANK];
+        mp_dim m = mp_dim_resolve(g, w->dims[0]), cg = mp_dim_resolve(g, w->dims[1]);
+        mp_dim c = mp_dim_resolve(g, x->dims[1]), dm = mp_dim_resolve(g, dy->dims[1]);
+        if (group < 1) return mp_fail(err, "group %lld must be positive", (long long)group);
+        if (m.v >= 0 && dm.v >= 0 && m.v != dm.v)
+            return mp_fail(err, "dY has %lld channels, W %lld filters", (long long)dm.v, (long long)m.v);
+        if (cg.v >= 0 && c.v >= 0 && (cg.v > INT64_MAX / group || cg.v * group != c.v))
+            return mp_fail(err, "X has %lld channels, W takes %lld per group x %lld groups", (long long)c.v,
+                           (long long)cg.v, (long long)group);
+        bool known = true;
+        for (int i = 2; i < w->rank; i++) known &= (kd[i - 2] = mp_dim_resolve(g, w->dims[i]).v) >= 0;
+        if (known && check_window(g, n, x->rank, x->dims, dy->dims, kd, err)) return -1;
+    }
+    if (mp_set_out_like(g, n, 0, t, x) || mp_set_out_like(g, n, 1, t, w)) return -1;
     if (w->rank < 1) return mp_set_out(g, n, 2, t, w->rank < 0 ? -1 : 1, (mp_dim[]){MP_DIM_UNKNOWN});
     return mp_set_out(g, n, 2, t, 1, &w->dims[0]);
+}
+
+/* The pools' kernel_shape, checked against the spatial rank. */
+static int pool_kernel(const mp_node *n, int rank, const int64_t **kd, mp_err *err)
+{
+    int nk = mp_attr_ints(n, "kernel_shape", kd);
+    if (nk != rank - 2) return mp_fail(err, "kernel_shape has %d entries for %d spatial dims", nk, rank - 2);
+    return 0;
+}
+
+/* (dY, X, Indices) -> dX like X; dY the MaxPool window over X, Indices like dY. */
+int shape_MaxPoolGrad(mp_graph *g, mp_node *n, mp_err *err)
+{
+    if (need_float(g, n, 0, "dY", err) || need_float(g, n, 1, "X", err)) return -1;
+    const mp_value *dy = mp_in(g, n, 0), *x = mp_in(g, n, 1), *ind = mp_in(g, n, 2);
+    const int64_t *kd;
+    if (check_nc(g, dy, x, err)) return -1;
+    if (ind && ind->dtype != MP_UNDEFINED && ind->dtype != MP_INT64)
+        return mp_fail(err, "Indices must be int64, not %s", mp_dtype_name(ind->dtype));
+    if (ind && ind->rank >= 0 && dy->rank >= 0 && ind->rank != dy->rank)
+        return mp_fail(err, "Indices have rank %d, dY %d", ind->rank, dy->rank);
+    if (x->rank >= 3 && (pool_kernel(n, x->rank, &kd, err) || check_window(g, n, x->rank, x->dims, dy->dims, kd, err)))
+        return -1;
+    return mp_set_out_like(g, n, 0, dy->dtype, x);
+}
+
+/* (dY) -> dX of the attribute `shape` (X's); dY the AveragePool window over it. */
+int shape_AveragePoolGrad(mp_graph *g, mp_node *n, mp_err *err)
+{
+    if (shape_GradToShape(g, n, err)) return -1;
+    const mp_value *dy = mp_in(g, n, 0), *x = mp_out(g, n, 0);
+    const int64_t *kd;
+    if (!x || check_nc(g, dy, x, err)) return -1;
+    if (x->rank >= 3 && (pool_kernel(n, x->rank, &kd, err) || check_window(g, n, x->rank, x->dims, dy->dims, kd, err)))
+        return -1;
+    return 0;
 }
 
 /* (dY, X, scale, ...) -> dX like X, dScale and dBias like scale. */

@@ -72,13 +72,83 @@ int mp_grad_Div(mp_ad *ad, int32_t node, const int32_t *dy)
     return 0;
 }
 
-/* Pow: reads X and the exponent (dX = dY * E * X^(E-1)); no gradient for the exponent. */
+/* Pow: dX = dY * E * X^(E-1) reads X and the exponent E; dE = dY * Y * ln X
+ * (when E needs a gradient) reads Y and X. X <= 0 gives NaN there, as ln does. */
 int mp_grad_Pow(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    if (ad_needs(ad, IN(1))) return mp_fail(ad->err, "the gradient of the exponent is not supported");
-    int32_t in[3] = {dy[0], IN(0), IN(1)};
-    return ad_give_sum(ad, IN(0), ad_emit(ad, "PowGrad", "memplan", 3, in, "grad_pow"), true);
+    if (ad_needs(ad, IN(0))) {
+        int32_t in[3] = {dy[0], IN(0), IN(1)};
+        if (ad_give_sum(ad, IN(0), ad_emit(ad, "PowGrad", "memplan", 3, in, "grad_pow"), true)) return -1;
+    }
+    if (ad_needs(ad, IN(1))) {
+        int32_t a[2] = {dy[0], OUT(0)}, x = IN(0);
+        int32_t b[2] = {ad_emit(ad, "Mul", "", 2, a, "grad_pow"), ad_emit(ad, "Log", "", 1, &x, "grad_pow")};
+        if (b[0] < 0 || b[1] < 0) return -1;
+        if (ad_give_sum(ad, IN(1), ad_emit(ad, "Mul", "", 2, b, "grad_pow"), true)) return -1;
+    }
+    return 0;
 }
+
+/* Exp: dX = dY * Y reads the output Y. */
+int mp_grad_Exp(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t in[2] = {dy[0], OUT(0)};
+    return ad_give(ad, IN(0), ad_emit(ad, "Mul", "", 2, in, "grad_exp"), true);
+}
+
+/* WhereGrad(dY, cond){branch}: dY where cond picks `branch` (0: true, 1: false), else 0. */
+static int32_t where_grad(mp_ad *ad, int32_t dy, int32_t cond, int branch)
+{
+    int32_t in[2] = {dy, cond}, out;
+    int32_t n = ad_add1(ad, "WhereGrad", "memplan", 2, in, "grad_where", &out);
+    ad_attr_int(ad->g, &ad->g->nodes[n], "branch", branch);
+    return ad_infer(ad, n) ? -1 : out;
+}
+
+/* A bool comparison op(a, b) in the backward. */
+static int32_t compare(mp_ad *ad, const char *op, int32_t a, int32_t b)
+{
+    int32_t in[2] = {a, b};
+    return ad_emit(ad, op, "", 2, in, "grad_mask");
+}
+
+/* Clip: reads X and the bounds. dX = dY where min <= X <= max (PyTorch's
+ * clamp); dMin = dY where X < min, dMax = dY where X > max. The bounds are
+ * inputs 1, 2 from opset 11, attributes before (made Constants here). */
+int mp_grad_Clip(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    mp_graph *g = ad->g;
+    int32_t x = IN(0), lo = IN(1), hi = IN(2);
+    if (mp_graph_opset(g, "") > 0 && mp_graph_opset(g, "") < 11) {
+        const mp_attr *a = mp_node_attr(NODE, "min"), *b = mp_node_attr(NODE, "max");
+        lo = a ? ad_const_scalar(ad, g->values[x].dtype, a->f) : -1;
+        hi = b ? ad_const_scalar(ad, g->values[x].dtype, b->f) : -1;
+    }
+    int32_t below = lo >= 0 ? compare(ad, "Less", x, lo) : -1, above = hi >= 0 ? compare(ad, "Greater", x, hi) : -1;
+    if ((lo >= 0 && below < 0) || (hi >= 0 && above < 0)) return -1;
+    if (ad_needs(ad, lo) && ad_give_sum(ad, lo, where_grad(ad, dy[0], below, 0), true)) return -1;
+    if (ad_needs(ad, hi) && ad_give_sum(ad, hi, where_grad(ad, dy[0], above, 0), true)) return -1;
+    if (!ad_needs(ad, x)) return 0;
+    int32_t outside = below >= 0 && above >= 0 ? compare(ad, "Or", below, above) : below >= 0 ? below : above;
+    if (outside < 0) return ad_give(ad, x, dy[0], false); /* no bounds: the identity */
+    return ad_give(ad, x, where_grad(ad, dy[0], outside, 1), true);
+}
+
+/* Min, Max of one or two inputs: reads both; dY goes to the input chosen
+ * (the first on ties). More inputs are not supported. */
+static int min_max(mp_ad *ad, int32_t node, const int32_t *dy, const char *beats)
+{
+    if (NODE->nin == 1) return ad_give(ad, IN(0), dy[0], false);
+    if (NODE->nin != 2) return mp_fail(ad->err, "the gradient of %d inputs is not supported (1 or 2)", NODE->nin);
+    int32_t second = compare(ad, beats, IN(1), IN(0)); /* where the second input is chosen */
+    if (second < 0) return -1;
+    for (int k = 0; k < 2; k++)
+        if (ad_needs(ad, IN(k)) && ad_give_sum(ad, IN(k), where_grad(ad, dy[0], second, 1 - k), true)) return -1;
+    return 0;
+}
+
+int mp_grad_Min(mp_ad *ad, int32_t node, const int32_t *dy) { return min_max(ad, node, dy, "Less"); }
+int mp_grad_Max(mp_ad *ad, int32_t node, const int32_t *dy) { return min_max(ad, node, dy, "Greater"); }
 
 /* One rule for the unary ops whose gradient is a memplan op of (dY, saved),
  * saved being the output (Relu, Sigmoid, Tanh, Sqrt) or the input (the rest). */
@@ -167,13 +237,7 @@ int mp_grad_Dropout(mp_ad *ad, int32_t node, const int32_t *dy)
 /* Where: reads the condition. */
 int mp_grad_Where(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    for (int k = 1; k <= 2; k++) {
-        if (!ad_needs(ad, IN(k))) continue;
-        int32_t in[2] = {dy[0], IN(0)};
-        int32_t out;
-        int32_t n = ad_add1(ad, "WhereGrad", "memplan", 2, in, "grad_where", &out);
-        ad_attr_int(ad->g, &ad->g->nodes[n], "branch", k - 1);
-        if (ad_infer(ad, n) || ad_give_sum(ad, IN(k), out, true)) return -1;
-    }
+    for (int k = 1; k <= 2; k++)
+        if (ad_needs(ad, IN(k)) && ad_give_sum(ad, IN(k), where_grad(ad, dy[0], IN(0), k - 1), true)) return -1;
     return 0;
 }

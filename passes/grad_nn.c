@@ -1,6 +1,8 @@
 /* grad_nn.c - gradient rules of the linear-algebra, convolution, pooling,
  * normalization, reduction and loss ops. Comments name the forward tensors
  * each rule reads. */
+#include <string.h>
+
 #include "passes/autodiff.h"
 
 #define NODE (&ad->g->nodes[node])
@@ -20,11 +22,13 @@ static int32_t to_shape_of(mp_ad *ad, const char *op, int nin, const int32_t *in
     return ad_infer(ad, n) ? -1 : out;
 }
 
-/* MatMul: dA reads B, dB reads A; both reduce over broadcast batch dims. */
+/* MatMul: dA reads B, dB reads A; both reduce over broadcast batch dims. A
+ * 1-D operand (numpy's promotion: A [K] is [1, K], B [K] is [K, 1]) needs
+ * nothing of its own here: the kernels promote it again from the shapes. */
 int mp_grad_MatMul(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    if (ad->g->values[IN(0)].rank < 2 || ad->g->values[IN(1)].rank < 2)
-        return mp_fail(ad->err, "the gradient of a MatMul with a 1-D operand is not supported");
+    if (ad->g->values[IN(0)].rank < 1 || ad->g->values[IN(1)].rank < 1)
+        return mp_fail(ad->err, "MatMul operands must have rank 1 or more");
     if (ad_needs(ad, IN(0))) {
         int32_t in[2] = {dy[0], IN(1)};
         if (ad_give(ad, IN(0), to_shape_of(ad, "MatMulGradA", 2, in, IN(0), -1), true)) return -1;
@@ -91,6 +95,79 @@ int mp_grad_Conv(mp_ad *ad, int32_t node, const int32_t *dy)
     if (ad_infer(ad, n)) return -1;
     for (int k = 0; k < 3; k++)
         if (out[k] >= 0 && ad_give(ad, IN(k), out[k], true)) return -1;
+    return 0;
+}
+
+/* Copies the window attributes ConvTranspose and Conv share (strides,
+ * dilations, group) from node src and sets explicit pads. */
+static void conv_attrs(mp_graph *g, mp_node *n, const mp_node *src, const int64_t *pads, int nsp)
+{
+    static const char *const names[] = {"strides", "dilations"};
+    for (int i = 0; i < 2; i++) {
+        const int64_t *v;
+        int c = mp_attr_ints(src, names[i], &v);
+        if (c >= 0) ad_attr_ints(g, n, names[i], v, c);
+    }
+    ad_attr_int(g, n, "group", mp_attr_int(src, "group", 1));
+    ad_attr_ints(g, n, "pads", pads, 2 * nsp);
+}
+
+/* ConvTranspose (the adjoint of a Conv with the same W, strides, dilations,
+ * pads and groups): dX = Conv(dY, W) reads W; dW = ConvGrad(X, dY, W)'s
+ * weight gradient (the Conv's "dY" is X) reads X; dB sums dY over N and space.
+ * Pads are made explicit, derived from the output size as the kernel does
+ * for output_shape and SAME. */
+int mp_grad_ConvTranspose(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    mp_graph *g = ad->g;
+    int64_t xd[MP_MAX_RANK], wd[MP_MAX_RANK], yd[MP_MAX_RANK];
+    int xr, wr, yr;
+    if (ad_known_dims(ad, IN(0), xd, &xr) || ad_known_dims(ad, IN(1), wd, &wr) || ad_known_dims(ad, OUT(0), yd, &yr))
+        return -1;
+    int nsp = xr - 2;
+    if (nsp < 1 || wr != xr || yr != xr) return mp_fail(ad->err, "X, W and Y must have one rank of 3 or more");
+    const int64_t *s, *d, *p, *op;
+    int ns = mp_attr_ints(NODE, "strides", &s), nd = mp_attr_ints(NODE, "dilations", &d);
+    int np = mp_attr_ints(NODE, "pads", &p), nop = mp_attr_ints(NODE, "output_padding", &op);
+    const char *ap = mp_attr_str(NODE, "auto_pad", "NOTSET");
+    bool derived = mp_node_attr(NODE, "output_shape") || !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+    int64_t pads[2 * MP_MAX_RANK];
+    for (int i = 0; i < nsp; i++) {
+        int64_t si = ns == nsp ? s[i] : 1, di = nd == nsp ? d[i] : 1, opad = nop == nsp ? op[i] : 0;
+        int64_t full = si * (xd[2 + i] - 1) + opad + (wd[2 + i] - 1) * di + 1;
+        if (derived) {
+            int64_t total = full - yd[2 + i], half = total >= 0 ? total / 2 : -((1 - total) / 2);
+            pads[i] = !strcmp(ap, "SAME_UPPER") ? half : total - half;
+            pads[nsp + i] = total - pads[i];
+        } else {
+            pads[i] = np == 2 * nsp && strcmp(ap, "VALID") ? p[i] : 0;
+            pads[nsp + i] = np == 2 * nsp && strcmp(ap, "VALID") ? p[nsp + i] : 0;
+        }
+        if (pads[i] < 0 || pads[nsp + i] < 0)
+            return mp_fail(ad->err, "spatial dim %d: output larger than the kernel covers (negative pads)", i);
+    }
+    if (ad_needs(ad, IN(0))) {
+        int32_t in[2] = {dy[0], IN(1)}, out;
+        int32_t n = ad_add1(ad, "Conv", "", 2, in, "grad_x", &out);
+        conv_attrs(g, &g->nodes[n], NODE, pads, nsp);
+        if (ad_infer(ad, n) || ad_give(ad, IN(0), out, true)) return -1;
+    }
+    if (ad_needs(ad, IN(1))) {
+        int32_t in[3] = {IN(0), dy[0], IN(1)}, out[3] = {-1, ad_value(ad, "grad_w", "", MP_ROLE_TRANSIENT), -1};
+        int32_t n = ad_add(ad, "ConvGrad", "memplan", 3, in, 3, out);
+        conv_attrs(g, &g->nodes[n], NODE, pads, nsp);
+        if (ad_infer(ad, n) || ad_give(ad, IN(1), out[1], true)) return -1;
+    }
+    if (ad_needs(ad, IN(2))) { /* [N, M, ..] summed to [M, 1, ..], then [M] */
+        int64_t to[MP_MAX_RANK];
+        to[0] = yd[1];
+        for (int i = 1; i < yr - 1; i++) to[i] = 1;
+        int32_t sum, n = ad_add1(ad, "SumToShape", "memplan", 1, &dy[0], "grad_b", &sum);
+        ad_attr_ints(g, &g->nodes[n], "shape", to, yr - 1);
+        if (ad_infer(ad, n)) return -1;
+        int32_t in[2] = {sum, ad_const_ints(ad, to, 1)};
+        if (in[1] < 0 || ad_give(ad, IN(2), ad_emit(ad, "Reshape", "", 2, in, "grad_b"), true)) return -1;
+    }
     return 0;
 }
 
@@ -165,6 +242,17 @@ static int reduce(mp_ad *ad, int32_t node, const int32_t *dy, const char *op)
 
 int mp_grad_ReduceMean(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce(ad, node, dy, "ReduceMeanGrad"); }
 int mp_grad_ReduceSum(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce(ad, node, dy, "ReduceSumGrad"); }
+
+/* LRN: reads X; LRNGrad(dY, X) recomputes the window sums (the lead registers
+ * the LRNGrad row in grad.def and its kernel mp_cpu_LRNGrad in kernels.def). */
+int mp_grad_LRN(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t in[2] = {dy[0], IN(0)}, out;
+    int32_t n = ad_add1(ad, "LRNGrad", "memplan", 2, in, "grad_x", &out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
 
 /* SoftmaxCrossEntropyLoss: reads log_prob (output 1) and the labels. */
 int mp_grad_SoftmaxCrossEntropyLoss(mp_ad *ad, int32_t node, const int32_t *dy)

@@ -1,6 +1,9 @@
 /* grad_tensor.c - gradient rules of the ops that move data: reshapes,
- * transposes, concatenation, splitting, slicing, gathering, expanding.
+ * transposes, concatenation, splitting, slicing, gathering, expanding and
+ * nearest-neighbour resizing.
  * None reads forward data except Gather (its indices) and Slice (its bounds). */
+#include <string.h>
+
 #include "frontend/shape.h"
 #include "passes/autodiff.h"
 
@@ -130,3 +133,56 @@ int mp_grad_Gather(mp_ad *ad, int32_t node, const int32_t *dy)
 
 /* Expand: dY summed back to X's shape. */
 int mp_grad_Expand(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give_sum(ad, IN(0), dy[0], false); }
+
+/* Resize, nearest mode, when every output cell of axis i copies input cell
+ * floor(o / s_i) for an integer factor s_i = out_i / in_i (the upsampling of
+ * FPN / U-Net exports): asymmetric coordinates with floor rounding, half_pixel
+ * or pytorch_half_pixel with either round mode, or s_i = 1. dX sums each
+ * s_i block of dY: Reshape to [.., in_i, s_i, ..], SumToShape over the s_i
+ * axes, Reshape to X's shape. Reads nothing. Other modes are not supported. */
+int mp_grad_Resize(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    mp_graph *g = ad->g;
+    bool old = mp_graph_opset(g, "") > 0 && mp_graph_opset(g, "") < 11;
+    const char *mode = mp_attr_str(NODE, "mode", "nearest");
+    const char *coord = mp_attr_str(NODE, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel");
+    const char *round = mp_attr_str(NODE, "nearest_mode", old ? "floor" : "round_prefer_floor");
+    bool floor_ok = !strcmp(coord, "asymmetric") && !strcmp(round, "floor");
+    bool half_ok = (!strcmp(coord, "half_pixel") || !strcmp(coord, "pytorch_half_pixel")) &&
+                   (!strcmp(round, "round_prefer_floor") || !strcmp(round, "round_prefer_ceil"));
+    int64_t xd[MP_MAX_RANK], yd[MP_MAX_RANK], split[MP_MAX_RANK], sum[MP_MAX_RANK], scales[MP_MAX_RANK];
+    int xr, yr, r = 0;
+    if (ad_known_dims(ad, IN(0), xd, &xr) || ad_known_dims(ad, OUT(0), yd, &yr)) return -1;
+    if (strcmp(mode, "nearest")) return mp_fail(ad->err, "the gradient of mode '%s' is not supported (nearest only)", mode);
+    /* given scales (for every axis, or those of the `axes` attribute): the
+     * coordinates use them, so each must be the integer factor itself */
+    int32_t sc = old ? IN(1) : IN(2);
+    const mp_tensor *st = sc >= 0 ? g->values[sc].konst : NULL;
+    const int64_t *axes;
+    int na = mp_attr_ints(NODE, "axes", &axes), ns = st ? (int)st->numel : 0;
+    for (int i = 0; i < xr; i++) scales[i] = 0; /* 0: not given */
+    if (ns > 0 && ns != (na >= 0 ? na : xr)) return mp_fail(ad->err, "%d scales for %d axes", ns, na >= 0 ? na : xr);
+    for (int i = 0; i < ns; i++) {
+        int64_t a = na >= 0 ? (axes[i] < 0 ? axes[i] + xr : axes[i]) : i;
+        double v = mp_tensor_get_f64(st, i);
+        if (a < 0 || a >= xr) return mp_fail(ad->err, "axis %lld out of range", (long long)axes[i]);
+        scales[a] = v >= 1 && v <= 1e9 && (double)(int64_t)v == v ? (int64_t)v : -1;
+    }
+    for (int i = 0; i < xr; i++) {
+        int64_t f = xd[i] > 0 && yd[i] % xd[i] == 0 ? yd[i] / xd[i] : 0;
+        if (f < 1 || (scales[i] && scales[i] != f) || (f > 1 && !floor_ok && !half_ok))
+            return mp_fail(ad->err, "axis %d (%lld -> %lld): the gradient needs an integer upsampling factor with "
+                           "asymmetric/floor or half_pixel/round coordinates", i, (long long)xd[i], (long long)yd[i]);
+        if (r + 2 > MP_MAX_RANK) return mp_fail(ad->err, "rank too large");
+        split[r] = sum[r] = xd[i], r++;
+        if (f > 1) split[r] = f, sum[r] = 1, r++;
+    }
+    int32_t in[2] = {dy[0], ad_const_ints(ad, split, r)}, blocks, total;
+    if (in[1] < 0 || (blocks = ad_emit(ad, "Reshape", "", 2, in, "grad_resize")) < 0) return -1;
+    int32_t n = ad_add1(ad, "SumToShape", "memplan", 1, &blocks, "grad_resize", &total);
+    ad_attr_ints(g, &g->nodes[n], "shape", sum, r);
+    if (ad_infer(ad, n)) return -1;
+    int32_t back[2] = {total, ad_const_ints(ad, xd, xr)};
+    if (back[1] < 0) return -1;
+    return ad_give(ad, IN(0), ad_emit(ad, "Reshape", "", 2, back, "grad_resize"), true);
+}

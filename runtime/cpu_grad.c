@@ -1,6 +1,7 @@
 /* cpu_grad.c - reference kernels of the training step's memplan-domain ops
- * (ir/ops/grad.def) that the finite-difference check in tests/test_train.c
- * covers. Float types only; sums accumulated in double. */
+ * (ir/ops/grad.def), checked by the finite-difference tests (tests/test_train.c,
+ * tests/test_grad_rules.c). Float types only; sums accumulated in double;
+ * windows (Conv, pools) over 1 to N spatial dims. */
 #include <math.h>
 #include <string.h>
 
@@ -144,47 +145,75 @@ int mp_cpu_SGDUpdate(const mp_kargs *k, mp_err *err)
     return 0;
 }
 
-/* Offset of batch index bidx (rank nb, dims bd) in a tensor t whose leading
- * rank-2 dims are right-aligned against bd (size 1 broadcast); in matrices. */
-static int64_t batch_offset(const mp_tensor *t, const int64_t *bidx, int nb)
+/* A MatMul operand's dims as numpy promotes them: a 1-D A [K] is [1, K], a
+ * 1-D B [K] is [K, 1]; dY gets back the unit dims the product removed. */
+typedef struct mmdims {
+    int rank;
+    int64_t d[MP_MAX_RANK];
+} mmdims;
+
+static int promote(const mp_tensor *t, bool is_a, bool a1, bool b1, bool is_dy, mmdims *p, mp_err *err)
 {
-    int tb = t->rank - 2;
-    return bcast_index(bidx, nb, t->dims, tb);
+    int r = t->rank;
+    if (r + 2 > MP_MAX_RANK) return mp_fail(err, "rank %d too large", r);
+    memcpy(p->d, t->dims, (size_t)r * sizeof *p->d);
+    p->rank = r;
+    if (is_dy) {
+        if (a1) { /* the M axis: before N, or last when B is 1-D too */
+            int at = b1 ? r : r - 1;
+            if (at < 0) return mp_fail(err, "dY has rank %d", r);
+            memmove(p->d + at + 1, p->d + at, (size_t)(r - at) * sizeof *p->d);
+            p->d[at] = 1, p->rank++;
+        }
+        if (b1) p->d[p->rank++] = 1;
+    } else if (r == 1) {
+        if (is_a) p->d[1] = p->d[0], p->d[0] = 1;
+        else p->d[1] = 1;
+        p->rank = 2;
+    }
+    if (p->rank < 2) return mp_fail(err, "operand of rank %d", r);
+    return 0;
 }
 
 /* MatMul gradients, summed over the batch dims the operand was broadcast along:
  *   a_side: out[.., M, K] = dY[.., M, N] . B[.., K, N]^T   (inputs dY, B)
- *   else:   out[.., K, N] = A[.., M, K]^T . dY[.., M, N]   (inputs A, dY) */
+ *   else:   out[.., K, N] = A[.., M, K]^T . dY[.., M, N]   (inputs A, dY)
+ * 1-D operands as numpy / ONNX promote them (see promote). */
 static int matmul_grad(const mp_kargs *k, mp_err *err, bool a_side)
 {
     if (need_floats(k, err)) return -1;
     const mp_tensor *p = mp_kin(k, 0), *q = mp_kin(k, 1);
     mp_tensor *out = k->out[0];
-    const mp_tensor *dy = a_side ? p : q, *o = a_side ? q : p;
-    if (!p || !q || p->rank < 2 || q->rank < 2 || out->rank < 2) return mp_kunsupported(err, "operands of rank < 2");
-    int64_t M = dy->dims[dy->rank - 2], N = dy->dims[dy->rank - 1];
-    int64_t K = a_side ? o->dims[o->rank - 2] : o->dims[o->rank - 1];
-    if ((a_side ? o->dims[o->rank - 1] : o->dims[o->rank - 2]) != (a_side ? N : M))
-        return mp_fail(err, "inner dims differ");
-    int nb = dy->rank - 2;
-    int64_t bd[MP_MAX_RANK], nbatch = 1;
-    for (int a = 0; a < nb; a++) nbatch *= (bd[a] = dy->dims[a]);
-    int64_t on = out->numel ? out->numel : 1;
-    double *acc = mp_scratch_array(k->scratch, on, sizeof *acc);
+    if (!p || !q) return mp_fail(err, "takes two inputs");
+    const mp_tensor *dyt = a_side ? p : q, *ot = a_side ? q : p;
+    bool a1 = (a_side ? out : ot)->rank == 1, b1 = (a_side ? ot : out)->rank == 1;
+    mmdims dy, o, r;
+    if (promote(dyt, false, a1, b1, true, &dy, err) || promote(ot, !a_side, a1, b1, false, &o, err) ||
+        promote(out, a_side, a1, b1, false, &r, err))
+        return -1;
+    int64_t M = dy.d[dy.rank - 2], N = dy.d[dy.rank - 1];
+    int64_t K = a_side ? o.d[o.rank - 2] : o.d[o.rank - 1];
+    if ((a_side ? o.d[o.rank - 1] : o.d[o.rank - 2]) != (a_side ? N : M)) return mp_fail(err, "inner dims differ");
+    if (r.d[r.rank - 2] != (a_side ? M : K) || r.d[r.rank - 1] != (a_side ? K : N))
+        return mp_fail(err, "the output's matrix dims do not match dY");
+    int nb = dy.rank - 2;
+    int64_t nbatch = 1;
+    for (int a = 0; a < nb; a++) nbatch *= dy.d[a];
+    double *acc = mp_scratch_array(k->scratch, out->numel ? out->numel : 1, sizeof *acc);
     if (!acc) return mp_fail(err, "out of scratch memory");
-    memset(acc, 0, (size_t)on * sizeof *acc);
+    memset(acc, 0, (size_t)(out->numel ? out->numel : 1) * sizeof *acc);
     int64_t bidx[MP_MAX_RANK] = {0};
-    for (int64_t bi = 0; bi < nbatch; bi++, next_index(bidx, bd, nb)) {
-        int64_t dyo = bcast_index(bidx, nb, bd, nb) * M * N, oo = batch_offset(o, bidx, nb) * (a_side ? K * N : M * K);
-        double *ob = acc + batch_offset(out, bidx, nb) * (a_side ? M * K : K * N);
+    for (int64_t bi = 0; bi < nbatch; bi++, next_index(bidx, dy.d, nb)) {
+        int64_t dyo = bi * M * N, oo = bcast_index(bidx, nb, o.d, o.rank - 2) * (a_side ? K * N : M * K);
+        double *ob = acc + bcast_index(bidx, nb, r.d, r.rank - 2) * (a_side ? M * K : K * N);
         for (int64_t m = 0; m < M; m++)
             for (int64_t n = 0; n < N; n++) {
-                double g = mp_tensor_get_f64(dy, dyo + m * N + n);
+                double g = mp_tensor_get_f64(dyt, dyo + m * N + n);
                 for (int64_t kk = 0; kk < K; kk++) {
                     if (a_side)
-                        ob[m * K + kk] += g * mp_tensor_get_f64(o, oo + kk * N + n);
+                        ob[m * K + kk] += g * mp_tensor_get_f64(ot, oo + kk * N + n);
                     else
-                        ob[kk * N + n] += g * mp_tensor_get_f64(o, oo + m * K + kk);
+                        ob[kk * N + n] += g * mp_tensor_get_f64(ot, oo + m * K + kk);
                 }
             }
     }
@@ -401,130 +430,217 @@ int mp_cpu_LayerNormalizationGrad(const mp_kargs *k, mp_err *err)
     return 0;
 }
 
-/* 2-D window attributes of Conv / MaxPool: strides, pads (top, left, bottom, right), dilations. */
-typedef struct win2d {
-    int64_t kh, kw, sh, sw, pt, pl, dh, dw;
-} win2d;
+/* ---- sliding windows over N spatial dims (Conv, MaxPool, AveragePool) ---- */
 
-/* SAME_UPPER / SAME_LOWER padding of one spatial dim, from the forward's
- * input extent `in` and output extent `out` (as runtime/cpu_conv.c pads). */
-static int64_t same_pad(const char *ap, int64_t in, int64_t out, int64_t k, int64_t s, int64_t d)
-{
-    int64_t total = (out - 1) * s + (k - 1) * d + 1 - in;
-    if (total < 0) total = 0;
-    return !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
-}
+#define MAXSP (MP_MAX_RANK - 2)
 
-/* x: shaped like the forward input [N, C, H, W]; dy: like its output. */
-static int read_win2d(const mp_kargs *k, int64_t kh, int64_t kw, const mp_tensor *x, const mp_tensor *dy, win2d *w,
-                      mp_err *err)
+/* One forward window op's geometry: input extents, output extents, kernel,
+ * strides, dilations, begin / end pads per spatial dim; products of each. */
+typedef struct wgeom {
+    int n;
+    int64_t in[MAXSP], out[MAXSP], k[MAXSP], s[MAXSP], d[MAXSP], pb[MAXSP], pe[MAXSP];
+    int64_t in_n, out_n, k_n;
+} wgeom;
+
+/* Reads the window of a forward input x [N, C, in..] and output y [N, M, out..]
+ * with kernel extents kd (W's spatial dims or kernel_shape): pads from the
+ * attributes, or as auto_pad SAME / VALID derive them (as runtime/cpu_conv.c).
+ * The output extents are y's, so ceil_mode needs no rounding of its own here. */
+static int read_wgeom(const mp_kargs *k, const mp_tensor *x, const mp_tensor *y, const int64_t *kd, int nk,
+                      wgeom *g, mp_err *err)
 {
+    if (x->rank < 3 || y->rank != x->rank || x->rank - 2 > MAXSP)
+        return mp_kunsupported(err, "needs N, C and 1 to %d spatial dims, of one rank for X and dY", MAXSP);
+    int n = g->n = x->rank - 2;
+    if (nk != n) return mp_fail(err, "kernel has %d dims for %d spatial dims", nk, n);
+    const int64_t *ss, *ds, *ps;
+    int ns = mp_attr_ints(k->node, "strides", &ss), nd = mp_attr_ints(k->node, "dilations", &ds);
+    int np = mp_attr_ints(k->node, "pads", &ps);
+    if ((ns >= 0 && ns != n) || (nd >= 0 && nd != n) || (np >= 0 && np != 2 * n))
+        return mp_fail(err, "strides, dilations or pads have the wrong length for %d spatial dims", n);
     const char *ap = mp_attr_str(k->node, "auto_pad", "NOTSET");
-    bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
-    if (!same && strcmp(ap, "NOTSET") && strcmp(ap, "VALID")) return mp_kunsupported(err, "auto_pad %s", ap);
-    const int64_t *s, *p, *d;
-    int ns = mp_attr_ints(k->node, "strides", &s), np = mp_attr_ints(k->node, "pads", &p);
-    int nd = mp_attr_ints(k->node, "dilations", &d);
-    bool pads = np == 4 && !strcmp(ap, "NOTSET");
-    *w = (win2d){kh,
-                 kw,
-                 ns == 2 ? s[0] : 1,
-                 ns == 2 ? s[1] : 1,
-                 pads ? p[0] : 0,
-                 pads ? p[1] : 0,
-                 nd == 2 ? d[0] : 1,
-                 nd == 2 ? d[1] : 1};
-    if (same) {
-        w->pt = same_pad(ap, x->dims[2], dy->dims[2], kh, w->sh, w->dh);
-        w->pl = same_pad(ap, x->dims[3], dy->dims[3], kw, w->sw, w->dw);
+    bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER"), valid = !strcmp(ap, "VALID");
+    if (!same && !valid && strcmp(ap, "NOTSET") && *ap) return mp_fail(err, "unknown auto_pad '%s'", ap);
+    g->in_n = g->out_n = g->k_n = 1;
+    for (int i = 0; i < n; i++) {
+        g->in[i] = x->dims[2 + i], g->out[i] = y->dims[2 + i], g->k[i] = kd[i];
+        g->s[i] = ns >= 0 ? ss[i] : 1, g->d[i] = nd >= 0 ? ds[i] : 1;
+        if (g->k[i] < 1 || g->s[i] < 1 || g->d[i] < 1) return mp_fail(err, "kernel, strides and dilations must be positive");
+        if (same) {
+            int64_t total = (g->out[i] - 1) * g->s[i] + (g->k[i] - 1) * g->d[i] + 1 - g->in[i];
+            if (total < 0) total = 0;
+            g->pb[i] = !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
+            g->pe[i] = total - g->pb[i];
+        } else {
+            g->pb[i] = np >= 0 && !valid ? ps[i] : 0, g->pe[i] = np >= 0 && !valid ? ps[n + i] : 0;
+            if (g->pb[i] < 0 || g->pe[i] < 0) return mp_fail(err, "negative pads");
+        }
+        g->in_n *= g->in[i], g->out_n *= g->out[i], g->k_n *= g->k[i];
     }
     return 0;
 }
 
-/* Conv backward, 2-D (X [N, C, H, W]), with groups: dX, dW, dB as requested. */
+/* off[kp * out_n + o]: the spatial offset in the input that kernel tap kp of
+ * output position o reads, -1 where it falls in the padding. */
+static int64_t *window_offsets(const mp_kargs *k, const wgeom *g, mp_err *err)
+{
+    int64_t cells = g->k_n * g->out_n, *off = mp_scratch_array(k->scratch, cells > 0 ? cells : 1, sizeof *off);
+    if (!off) {
+        mp_fail(err, "out of scratch memory");
+        return NULL;
+    }
+    int64_t kidx[MAXSP] = {0};
+    for (int64_t kp = 0; kp < g->k_n; kp++) {
+        int64_t oidx[MAXSP] = {0};
+        for (int64_t o = 0; o < g->out_n; o++) {
+            int64_t at = 0;
+            for (int i = 0; i < g->n && at >= 0; i++) {
+                int64_t pos = oidx[i] * g->s[i] - g->pb[i] + kidx[i] * g->d[i];
+                at = pos < 0 || pos >= g->in[i] ? -1 : at * g->in[i] + pos;
+            }
+            off[kp * g->out_n + o] = at;
+            next_index(oidx, g->out, g->n);
+        }
+        next_index(kidx, g->k, g->n);
+    }
+    return off;
+}
+
+/* A float tensor's elements as doubles, in scratch. */
+static double *doubles(const mp_kargs *k, const mp_tensor *t, mp_err *err)
+{
+    double *d = mp_scratch_array(k->scratch, t->numel ? t->numel : 1, sizeof *d);
+    if (!d) {
+        mp_fail(err, "out of scratch memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < t->numel; i++) d[i] = mp_tensor_get_f64(t, i);
+    return d;
+}
+
+/* A zeroed double accumulator of n elements, in scratch. */
+static double *zeros(const mp_kargs *k, int64_t n, mp_err *err)
+{
+    double *d = mp_scratch_array(k->scratch, n ? n : 1, sizeof *d);
+    if (!d) {
+        mp_fail(err, "out of scratch memory");
+        return NULL;
+    }
+    memset(d, 0, (size_t)(n ? n : 1) * sizeof *d);
+    return d;
+}
+
+static void store(mp_tensor *t, const double *acc)
+{
+    for (int64_t i = 0; t && i < t->numel; i++) mp_tensor_set_f64(t, i, acc[i]);
+}
+
+/* Conv backward over 1 to N spatial dims, with groups, pads, strides,
+ * dilations: (dY [N, M, out..], X [N, C, in..], W [M, C/group, k..]) -> dX, dW, dB
+ * as requested (absent outputs are skipped). */
 int mp_cpu_ConvGrad(const mp_kargs *k, mp_err *err)
 {
     const mp_tensor *dy = mp_kin(k, 0), *x = mp_kin(k, 1), *w = mp_kin(k, 2);
-    if (!dy || !x || !w || x->rank != 4 || w->rank != 4 || dy->rank != 4)
-        return mp_kunsupported(err, "2-D convolutions only");
-    if (!mp_dtype_is_float(dy->dtype)) return mp_kunsupported(err, "float only");
+    if (!dy || !x || !w || !mp_dtype_is_float(dy->dtype) || !mp_dtype_is_float(x->dtype) || !mp_dtype_is_float(w->dtype))
+        return mp_kunsupported(err, "takes float dY, X and W");
+    if (w->rank != x->rank) return mp_fail(err, "W has rank %d, X %d", w->rank, x->rank);
     mp_tensor *dx = mp_kout(k, 0), *dw = mp_kout(k, 1), *db = mp_kout(k, 2);
-    win2d v;
-    if (read_win2d(k, w->dims[2], w->dims[3], x, dy, &v, err)) return -1;
-    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
-    int64_t M = w->dims[0], Cg = w->dims[1], OH = dy->dims[2], OW = dy->dims[3];
+    wgeom v;
+    if (read_wgeom(k, x, dy, w->dims + 2, w->rank - 2, &v, err)) return -1;
+    int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], Cg = w->dims[1];
     int64_t groups = mp_attr_int(k->node, "group", 1);
-    if (groups < 1 || Cg * groups != C || M % groups) return mp_fail(err, "channels do not match the groups");
-    int64_t Mg = M / groups;
-    double *ax = dx ? mp_scratch_array(k->scratch, x->numel ? x->numel : 1, sizeof *ax) : NULL;
-    double *aw = dw ? mp_scratch_array(k->scratch, w->numel ? w->numel : 1, sizeof *aw) : NULL;
-    double *ab = db ? mp_scratch_array(k->scratch, M ? M : 1, sizeof *ab) : NULL;
-    if ((dx && !ax) || (dw && !aw) || (db && !ab)) return mp_fail(err, "out of scratch memory");
-    if (ax) memset(ax, 0, (size_t)(x->numel ? x->numel : 1) * sizeof *ax);
-    if (aw) memset(aw, 0, (size_t)(w->numel ? w->numel : 1) * sizeof *aw);
-    if (ab) memset(ab, 0, (size_t)(M ? M : 1) * sizeof *ab);
+    if (groups < 1 || Cg * groups != C || M % groups || dy->dims[0] != N || dy->dims[1] != M)
+        return mp_fail(err, "channels of dY, X and W do not match the groups");
+    int64_t Mg = M / groups, *off = window_offsets(k, &v, err);
+    const double *gy = off ? doubles(k, dy, err) : NULL, *xv = gy ? doubles(k, x, err) : NULL;
+    const double *wv = xv ? doubles(k, w, err) : NULL;
+    double *ax = wv && dx ? zeros(k, x->numel, err) : NULL, *aw = wv && dw ? zeros(k, w->numel, err) : NULL;
+    double *ab = wv && db ? zeros(k, M, err) : NULL;
+    if (!wv || (dx && !ax) || (dw && !aw) || (db && !ab)) return -1;
     for (int64_t n = 0; n < N; n++)
         for (int64_t m = 0; m < M; m++) {
-            int64_t gidx = m / Mg;
-            for (int64_t oh = 0; oh < OH; oh++)
-                for (int64_t ow = 0; ow < OW; ow++) {
-                    double g = mp_tensor_get_f64(dy, ((n * M + m) * OH + oh) * OW + ow);
-                    if (ab) ab[m] += g;
-                    for (int64_t cg = 0; cg < Cg; cg++) {
-                        int64_t c = gidx * Cg + cg;
-                        for (int64_t i = 0; i < v.kh; i++) {
-                            int64_t ih = oh * v.sh - v.pt + i * v.dh;
-                            if (ih < 0 || ih >= H) continue;
-                            for (int64_t j = 0; j < v.kw; j++) {
-                                int64_t iw = ow * v.sw - v.pl + j * v.dw;
-                                if (iw < 0 || iw >= W) continue;
-                                int64_t xi = ((n * C + c) * H + ih) * W + iw,
-                                        wi = ((m * Cg + cg) * v.kh + i) * v.kw + j;
-                                if (ax) ax[xi] += g * mp_tensor_get_f64(w, wi);
-                                if (aw) aw[wi] += g * mp_tensor_get_f64(x, xi);
-                            }
-                        }
+            const double *gm = gy + (n * M + m) * v.out_n;
+            for (int64_t o = 0; ab && o < v.out_n; o++) ab[m] += gm[o];
+            for (int64_t cg = 0; cg < Cg; cg++) {
+                int64_t xb = (n * C + (m / Mg) * Cg + cg) * v.in_n, wb = (m * Cg + cg) * v.k_n;
+                for (int64_t kp = 0; kp < v.k_n; kp++) {
+                    const int64_t *ok = off + kp * v.out_n;
+                    double wk = wv[wb + kp], sw = 0;
+                    for (int64_t o = 0; o < v.out_n; o++) {
+                        if (ok[o] < 0) continue;
+                        if (ax) ax[xb + ok[o]] += gm[o] * wk;
+                        sw += gm[o] * xv[xb + ok[o]];
                     }
+                    if (aw) aw[wb + kp] += sw;
                 }
+            }
         }
-    for (int64_t i = 0; ax && i < x->numel; i++) mp_tensor_set_f64(dx, i, ax[i]);
-    for (int64_t i = 0; aw && i < w->numel; i++) mp_tensor_set_f64(dw, i, aw[i]);
-    for (int64_t i = 0; ab && i < M; i++) mp_tensor_set_f64(db, i, ab[i]);
+    store(dx, ax), store(dw, aw), store(db, ab);
     return 0;
 }
 
-/* MaxPool backward, 2-D: each window's dY goes to its first maximum. */
+/* The kernel_shape attribute of a pool (nsp entries). */
+static int pool_kernel(const mp_kargs *k, const int64_t **ks, mp_err *err)
+{
+    int nk = mp_attr_ints(k->node, "kernel_shape", ks);
+    if (nk < 0) return mp_fail(err, "missing attribute 'kernel_shape'");
+    return nk;
+}
+
+/* MaxPool backward over 1 to N spatial dims: each window's dY goes to its
+ * maximum, read from the forward's Indices (input 2, row-major flat indices
+ * into X) or, without them or with storage_order 1, found again in X (first
+ * maximum in kernel order, as the forward picks it). */
 int mp_cpu_MaxPoolGrad(const mp_kargs *k, mp_err *err)
 {
-    const mp_tensor *dy = mp_kin(k, 0), *x = mp_kin(k, 1);
+    const mp_tensor *dy = mp_kin(k, 0), *x = mp_kin(k, 1), *ind = mp_kin(k, 2);
     mp_tensor *dx = k->out[0];
-    if (!dy || !x || x->rank != 4 || dy->rank != 4 || !mp_dtype_is_float(x->dtype))
-        return mp_kunsupported(err, "2-D float pooling only");
+    if (!dy || !x || !mp_dtype_is_float(x->dtype) || !mp_dtype_is_float(dy->dtype) || dx->numel != x->numel)
+        return mp_kunsupported(err, "takes float dY and X, dX like X");
+    double *acc = zeros(k, dx->numel, err);
+    if (!acc) return -1;
+    if (ind && mp_attr_int(k->node, "storage_order", 0) == 0) {
+        if (ind->numel != dy->numel) return mp_fail(err, "Indices must have dY's shape");
+        for (int64_t i = 0; i < dy->numel; i++) {
+            int64_t at = mp_tensor_get_i64(ind, i);
+            if (at < 0 || at >= dx->numel) return mp_fail(err, "index %lld outside X", (long long)at);
+            acc[at] += mp_tensor_get_f64(dy, i);
+        }
+        store(dx, acc);
+        return 0;
+    }
     const int64_t *ks;
-    if (mp_attr_ints(k->node, "kernel_shape", &ks) != 2) return mp_fail(err, "kernel_shape must have 2 entries");
-    if (mp_attr_int(k->node, "storage_order", 0)) return mp_kunsupported(err, "storage_order 1");
-    win2d v;
-    if (read_win2d(k, ks[0], ks[1], x, dy, &v, err)) return -1;
-    int64_t NC = x->dims[0] * x->dims[1], H = x->dims[2], W = x->dims[3], OH = dy->dims[2], OW = dy->dims[3];
-    for (int64_t i = 0; i < dx->numel; i++) mp_tensor_set_f64(dx, i, 0);
-    for (int64_t p = 0; p < NC; p++)
-        for (int64_t oh = 0; oh < OH; oh++)
-            for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t best = -1;
-                double bv = 0;
-                for (int64_t i = 0; i < v.kh; i++)
-                    for (int64_t j = 0; j < v.kw; j++) {
-                        int64_t ih = oh * v.sh - v.pt + i * v.dh, iw = ow * v.sw - v.pl + j * v.dw;
-                        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                        int64_t xi = (p * H + ih) * W + iw;
-                        double xv = mp_tensor_get_f64(x, xi);
-                        if (best < 0 || xv > bv) best = xi, bv = xv;
-                    }
-                if (best >= 0)
-                    mp_tensor_set_f64(dx, best,
-                                      mp_tensor_get_f64(dx, best) + mp_tensor_get_f64(dy, (p * OH + oh) * OW + ow));
+    int nk = pool_kernel(k, &ks, err);
+    wgeom v;
+    if (nk < 0 || read_wgeom(k, x, dy, ks, nk, &v, err)) return -1;
+    int64_t planes = x->dims[0] * x->dims[1], *off = window_offsets(k, &v, err);
+    if (!off) return -1;
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t o = 0; o < v.out_n; o++) {
+            int64_t best = -1;
+            double bv = 0;
+            for (int64_t kp = 0; kp < v.k_n; kp++) {
+                int64_t at = off[kp * v.out_n + o];
+                if (at < 0) continue;
+                double xv = mp_tensor_get_f64(x, p * v.in_n + at);
+                if (best < 0 || xv > bv) best = at, bv = xv;
             }
+            if (best >= 0) acc[p * v.in_n + best] += mp_tensor_get_f64(dy, p * v.out_n + o);
+        }
+    store(dx, acc);
     return 0;
+}
+
+/* Taps of a window along spatial dim i at output position o that lie in
+ * [lo, hi) of the input coordinates. */
+static int64_t taps_within(const wgeom *g, int i, int64_t o, int64_t lo, int64_t hi)
+{
+    int64_t c = 0;
+    for (int64_t j = 0; j < g->k[i]; j++) {
+        int64_t pos = o * g->s[i] - g->pb[i] + j * g->d[i];
+        c += pos >= lo && pos < hi;
+    }
+    return c;
 }
 
 /* dX[n, c, ...] = dY[n, c] / (spatial size). */
@@ -621,39 +737,37 @@ int mp_cpu_Zeros(const mp_kargs *k, mp_err *err)
     return 0;
 }
 
-/* AveragePool backward, 2-D: each window's dY spread evenly over the cells it averaged. */
+/* AveragePool backward over 1 to N spatial dims: each window's dY spread
+ * evenly over the cells it averaged; the divisor counts the pads too with
+ * count_include_pad (not the part of a ceil_mode window past the end pads,
+ * as the forward). */
 int mp_cpu_AveragePoolGrad(const mp_kargs *k, mp_err *err)
 {
     const mp_tensor *dy = mp_kin(k, 0);
     mp_tensor *dx = k->out[0];
-    if (!dy || dx->rank != 4 || dy->rank != 4 || !mp_dtype_is_float(dy->dtype))
-        return mp_kunsupported(err, "2-D float pooling only");
+    if (!dy || !mp_dtype_is_float(dy->dtype)) return mp_kunsupported(err, "takes float dY");
     const int64_t *ks;
-    if (mp_attr_ints(k->node, "kernel_shape", &ks) != 2) return mp_fail(err, "kernel_shape must have 2 entries");
-    win2d v;
-    if (read_win2d(k, ks[0], ks[1], dx, dy, &v, err)) return -1;
+    int nk = pool_kernel(k, &ks, err);
+    wgeom v;
+    if (nk < 0 || read_wgeom(k, dx, dy, ks, nk, &v, err)) return -1;
     bool incl = mp_attr_int(k->node, "count_include_pad", 0) != 0;
-    int64_t NC = dx->dims[0] * dx->dims[1], H = dx->dims[2], W = dx->dims[3], OH = dy->dims[2], OW = dy->dims[3];
-    for (int64_t i = 0; i < dx->numel; i++) mp_tensor_set_f64(dx, i, 0);
-    for (int64_t p = 0; p < NC; p++)
-        for (int64_t oh = 0; oh < OH; oh++)
-            for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t cnt = 0;
-                for (int64_t i = 0; i < v.kh; i++)
-                    for (int64_t j = 0; j < v.kw; j++) {
-                        int64_t ih = oh * v.sh - v.pt + i * v.dh, iw = ow * v.sw - v.pl + j * v.dw;
-                        cnt += incl || (ih >= 0 && ih < H && iw >= 0 && iw < W);
-                    }
-                if (!cnt) continue;
-                double g = mp_tensor_get_f64(dy, (p * OH + oh) * OW + ow) / (double)cnt;
-                for (int64_t i = 0; i < v.kh; i++)
-                    for (int64_t j = 0; j < v.kw; j++) {
-                        int64_t ih = oh * v.sh - v.pt + i * v.dh, iw = ow * v.sw - v.pl + j * v.dw;
-                        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                        int64_t xi = (p * H + ih) * W + iw;
-                        mp_tensor_set_f64(dx, xi, mp_tensor_get_f64(dx, xi) + g);
-                    }
+    int64_t planes = dx->dims[0] * dx->dims[1], *off = window_offsets(k, &v, err);
+    double *acc = off ? zeros(k, dx->numel, err) : NULL, *inv = acc ? zeros(k, v.out_n, err) : NULL;
+    if (!inv) return -1;
+    int64_t oidx[MAXSP] = {0};
+    for (int64_t o = 0; o < v.out_n; o++, next_index(oidx, v.out, v.n)) {
+        int64_t cnt = 1;
+        for (int i = 0; i < v.n; i++)
+            cnt *= incl ? taps_within(&v, i, oidx[i], -v.pb[i], v.in[i] + v.pe[i]) : taps_within(&v, i, oidx[i], 0, v.in[i]);
+        inv[o] = cnt ? 1.0 / (double)cnt : 0;
+    }
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t kp = 0; kp < v.k_n; kp++)
+            for (int64_t o = 0; o < v.out_n; o++) {
+                int64_t at = off[kp * v.out_n + o];
+                if (at >= 0) acc[p * v.in_n + at] += mp_tensor_get_f64(dy, p * v.out_n + o) * inv[o];
             }
+    store(dx, acc);
     return 0;
 }
 
@@ -711,5 +825,45 @@ int mp_cpu_SliceGrad(const mp_kargs *k, mp_err *err)
         }
         mp_tensor_set_f64(dx, off, mp_tensor_get_f64(dy, i));
     }
+    return 0;
+}
+
+/* LRN backward (dY, X) -> dX, with D_c = bias + alpha / size * sum of X^2 over
+ * the channel window of c, Y_c = X_c D_c^-beta:
+ *   dX_j = dY_j D_j^-beta - 2 beta alpha / size X_j sum over c whose window holds j of dY_c X_c D_c^(-beta-1).
+ * Not in kernels.def yet: the lead registers LRNGrad (grad.def, kernels.def). */
+int mp_cpu_LRNGrad(const mp_kargs *k, mp_err *err)
+{
+    const mp_tensor *dy = mp_kin(k, 0), *x = mp_kin(k, 1);
+    mp_tensor *dx = k->out[0];
+    if (!dy || !x || dy->numel != x->numel || x->rank < 2 || !mp_dtype_is_float(x->dtype) ||
+        !mp_dtype_is_float(dy->dtype))
+        return mp_fail(err, "takes float dY and X [N, C, ..] of one shape");
+    int64_t size = mp_attr_int(k->node, "size", 0);
+    if (size < 1) return mp_fail(err, "size must be positive");
+    double a = mp_attr_float(k->node, "alpha", 1e-4f) / (double)size, beta = mp_attr_float(k->node, "beta", 0.75f);
+    double bias = mp_attr_float(k->node, "bias", 1.0f);
+    int64_t N = x->dims[0], C = x->dims[1], per = N * C > 0 ? x->numel / (N * C) : 0;
+    int64_t lo = (size - 1) / 2, hi = size - 1 - lo; /* the forward's window [c - lo, c + hi] */
+    double *d = zeros(k, 2 * C, err), *t = d ? d + C : NULL;
+    if (!d) return -1;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = 0; i < per; i++) {
+            for (int64_t c = 0; c < C; c++) {
+                double sq = 0;
+                for (int64_t j = c - lo; j <= c + hi; j++)
+                    if (j >= 0 && j < C) sq += pow(mp_tensor_get_f64(x, (n * C + j) * per + i), 2);
+                int64_t at = (n * C + c) * per + i;
+                d[c] = bias + a * sq;
+                t[c] = mp_tensor_get_f64(dy, at) * mp_tensor_get_f64(x, at) * pow(d[c], -beta - 1);
+            }
+            for (int64_t j = 0; j < C; j++) {
+                double s = 0;
+                for (int64_t c = j - hi; c <= j + lo; c++)
+                    if (c >= 0 && c < C) s += t[c];
+                int64_t at = (n * C + j) * per + i;
+                mp_tensor_set_f64(dx, at, mp_tensor_get_f64(dy, at) * pow(d[j], -beta) - 2 * beta * a * mp_tensor_get_f64(x, at) * s);
+            }
+        }
     return 0;
 }

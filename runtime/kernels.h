@@ -82,7 +82,7 @@ MP_CPU_KERNELS(MP_CPU_DECLARE)
     X(MatMulGradA) X(MatMulGradB) X(ErfGrad) X(SqrtGrad) X(PowGrad) X(WhereGrad) X(SoftmaxGrad) X(SoftmaxCrossEntropyGrad) \
     X(GeluGrad) X(GatherGrad) X(LayerNormalizationGrad) X(ConvGrad) X(MaxPoolGrad) X(GlobalAveragePoolGrad) \
     X(BatchNormalizationGrad) X(HardSigmoidGrad) X(HardSwishGrad) X(DropoutGrad) X(Zeros) X(AveragePoolGrad) X(SliceGrad) \
-    X(MomentumUpdate) X(AdamUpdate) X(AdafactorUpdate)
+    X(MomentumUpdate) X(AdamUpdate) X(AdafactorUpdate) X(LRNGrad)
 MP_CPU_GRAD_KERNELS(MP_CPU_DECLARE)
 #undef MP_CPU_DECLARE
 
