@@ -3,12 +3,15 @@
  * the default schedule: the breakdown at the peak and in total, the peak and
  * its step, the largest tensors live at the peak (docs/memory.md). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h> /* strcasecmp */
 #include <unistd.h>
 
 #include "cli.h"
 #include "json.h"
+#include "codegen/viz.h"     /* the pictures: mp_viz_write_graph, _timeline, _report */
 #include "passes/memory.h"   /* mp_memory_analyze, mp_mem_cat_names */
 #include "passes/schedule.h" /* mp_schedule_graph_order */
 #include "passes/train.h"    /* mp_train_build, mp_train_opts */
@@ -17,18 +20,13 @@
     (MP_OPT_BIT(BATCH) | MP_OPT_BIT(DIM) | MP_OPT_BIT(JSON) | MP_OPT_BIT(PARAMS_AS_INPUTS) |                   \
      MP_OPT_BIT(DATA_INPUTS) | MP_OPT_BIT(BUFFERS) | MP_OPT_BIT(OPTIMIZER) | MP_OPT_BIT(PRECISION) |           \
      MP_OPT_BIT(MICRO_BATCHES) | MP_OPT_BIT(LOSS) | MP_OPT_BIT(TIMELINE) | MP_OPT_BIT(INFERENCE) |               \
-     MP_OPT_BIT(TOPO_SORT))
+     MP_OPT_BIT(TOPO_SORT) | MP_OPT_BIT(BUDGET) | MP_OPT_BIT(RESERVE) | MP_OPT_BIT(GPU) | MP_OPT_BIT(STRATEGY) |   \
+     MP_OPT_BIT(TIME_LIMIT) | MP_OPT_BIT(SCHEDULE) | MP_OPT_BIT(GRAPH_JSON) | MP_OPT_BIT(DOT) | MP_OPT_BIT(SVG) |    \
+     MP_OPT_BIT(PNG) | MP_OPT_BIT(DOT_LEVEL) | MP_OPT_BIT(REPORT))
 
 static const char *const phase_names[MP_PHASE_COUNT] = {"forward", "loss", "backward", "optimizer"};
 
-typedef struct analysis {
-    const mp_cli_opts *o;
-    mp_graph *g;
-    bool training;          /* the training step was built (else the graph as given) */
-    mp_train_opts topts;
-    mp_schedule sched;
-    mp_memory mem;
-} analysis;
+typedef mp_cli_step analysis; /* cli.h: planning (plan.c) loads the step the same way */
 
 static double mib(int64_t b) { return b / (1024.0 * 1024.0); }
 
@@ -41,45 +39,14 @@ static const char *producer_name(const mp_graph *g, const mp_value *v)
 
 static const mp_dtype precision_dtypes[] = {MP_FLOAT, MP_BFLOAT16, MP_FLOAT16}; /* mp_cli_precision_names */
 
-/* --buffers as train.h wants it: a NULL-terminated array of arena strings. */
-struct name_list {
-    mp_graph *g;
-    const char **names;
-    int n;
-};
-
-static int collect_name(const char *name, size_t len, void *ctx)
-{
-    struct name_list *l = ctx;
-    l->names[l->n++] = mp_arena_strndup(l->g->arena, name, len);
-    return 0;
-}
-
-static int build_step(analysis *a, const char ***buffers)
+static int build_step(analysis *a)
 {
     const mp_cli_opts *o = a->o;
-    mp_train_opts t = mp_train_defaults();
+    mp_train_opts t = mp_cli_train_opts(a->g, o); /* the roles as inspect classified them */
     if (o->optimizer >= 0) t.optimizer = (mp_opt_kind)o->optimizer;
     if (o->precision >= 0) t.precision = precision_dtypes[o->precision];
     if (o->loss >= 0) t.loss = (mp_loss_kind)o->loss;
     if (o->micro_batches > 0) t.micro_batches = (int)o->micro_batches;
-    t.params_as_inputs = o->params_as_inputs;
-    if (o->data_inputs) {
-        struct name_list l = {a->g, mp_arena_alloc(a->g->arena, (strlen(o->data_inputs) + 2) * sizeof(char *)), 0};
-        mp_cli_list_each(o->data_inputs, collect_name, &l);
-        t.data_inputs = l.names;
-    }
-    if (o->buffers) {
-        /* at most one name per byte of the list, plus the NULL */
-        struct name_list l = {a->g, calloc(strlen(o->buffers) + 2, sizeof(char *)), 0};
-        if (!l.names) {
-            mp_cli_error("out of memory");
-            return -1;
-        }
-        *buffers = l.names;
-        mp_cli_list_each(o->buffers, collect_name, &l);
-        t.buffers = l.names;
-    }
     a->topts = t;
     mp_err err = {{0}};
     if (mp_train_build(a->g, &t, &err)) {
@@ -138,6 +105,7 @@ static void print_text(FILE *f, const analysis *a)
         if (p) fprintf(f, "  <- %s", p);
         fputc('\n', f);
     }
+    mp_cli_print_pictures(f, a->o);
 }
 
 /* ---- JSON ------------------------------------------------------------------- */
@@ -175,41 +143,7 @@ static int print_json(FILE *f, const analysis *a)
     mp_json j;
     mp_json_init(&j, f, 2);
     mp_json_begin_object(&j);
-    mp_json_key(&j, "memplan_version");
-    mp_json_str(&j, MEMPLAN_VERSION);
-    mp_json_key(&j, "command");
-    mp_json_str(&j, "memory");
-    mp_json_key(&j, "file");
-    mp_json_str(&j, a->o->model);
-    mp_json_key(&j, "inferred");
-    mp_json_bool(&j, true);
-    mp_json_key(&j, "model");
-    mp_json_begin_object(&j);
-    mp_json_key(&j, "ir_version");
-    mp_json_int(&j, g->ir_version);
-    mp_json_key(&j, "producer");
-    mp_json_str(&j, g->producer ? g->producer : "");
-    mp_json_key(&j, "producer_version");
-    mp_json_str(&j, g->producer_version ? g->producer_version : "");
-    mp_json_key(&j, "opsets");
-    mp_json_begin_object(&j);
-    for (int i = 0; i < g->nopsets; i++) {
-        const char *d = g->opsets[i].domain;
-        mp_json_key(&j, !d || !*d ? "ai.onnx" : d);
-        mp_json_int(&j, g->opsets[i].version);
-    }
-    mp_json_end(&j);
-    mp_json_end(&j);
-    mp_json_key(&j, "symbols");
-    mp_json_begin_object(&j);
-    for (int i = 0; i < g->nsymbols; i++) {
-        mp_json_key(&j, g->symbols[i]);
-        if (g->symbol_values[i] >= 0) mp_json_int(&j, g->symbol_values[i]);
-        else mp_json_null(&j);
-    }
-    mp_json_end(&j);
-    mp_json_key(&j, "nodes");
-    mp_json_int(&j, g->nnodes);
+    mp_cli_summary_json(&j, a->summary, "memory"); /* inspect's members: the model as given */
 
     mp_json_key(&j, "step");
     mp_json_begin_object(&j);
@@ -267,6 +201,7 @@ static int print_json(FILE *f, const analysis *a)
     mp_json_end(&j);
     mp_json_key(&j, "saved_activation_bytes");
     mp_json_int(&j, m->saved_activation_bytes);
+    if (a->json_extra) a->json_extra(&j, a->json_extra_ctx);
     mp_json_end(&j);
     return mp_json_finish(&j);
 }
@@ -328,6 +263,71 @@ static int write_timeline(const analysis *a, const char *path)
     return 0;
 }
 
+/* ---- pictures ------------------------------------------------------------------ */
+
+static bool is_svg(const char *path)
+{
+    size_t n = strlen(path);
+    return n >= 4 && !strcasecmp(path + n - 4, ".svg");
+}
+
+int mp_cli_write_pictures(const mp_cli_opts *o, const mp_viz_input *in)
+{
+    static const struct {
+        const char *option;
+        size_t off;
+        mp_viz_format fmt;
+    } graphs[] = {{"--dot", offsetof(mp_cli_opts, dot), MP_VIZ_DOT},
+                  {"--svg", offsetof(mp_cli_opts, svg), MP_VIZ_SVG},
+                  {"--png", offsetof(mp_cli_opts, png), MP_VIZ_PNG}};
+    mp_err err = {{0}};
+    for (size_t i = 0; i < sizeof graphs / sizeof *graphs; i++) {
+        const char *path = *(const char *const *)((const char *)o + graphs[i].off);
+        if (path && mp_viz_write_graph(in, (mp_viz_level)o->dot_level, graphs[i].fmt, path, &err)) {
+            mp_cli_error("%s: %s", graphs[i].option, err.msg);
+            return -1;
+        }
+    }
+    if (o->timeline && is_svg(o->timeline) && mp_viz_write_timeline(in, o->timeline, &err)) {
+        mp_cli_error("--timeline: %s", err.msg);
+        return -1;
+    }
+    if (o->report && mp_viz_write_report(in, (mp_viz_level)o->dot_level, o->report, &err)) {
+        mp_cli_error("--report: %s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+void mp_cli_print_pictures(FILE *f, const mp_cli_opts *o)
+{
+    const char *paths[] = {o->timeline, o->dot, o->svg, o->png, o->report};
+    bool first = true;
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+        if (paths[i]) {
+            fprintf(f, "%s%-18s%s\n", first ? "\n" : "", "wrote", paths[i]);
+            first = false;
+        }
+}
+
+/* The memory command's pictures: the step as analyzed, every tensor kept. */
+static int write_step_pictures(const analysis *a)
+{
+    const mp_cli_opts *o = a->o;
+    if (!o->dot && !o->svg && !o->png && !o->report && !(o->timeline && is_svg(o->timeline))) return 0;
+    char sub[200];
+    if (a->training)
+        snprintf(sub, sizeof sub, "training: %s, %s, %d micro-batch%s, loss %s", mp_cli_optimizer_names[a->topts.optimizer],
+                 a->topts.precision == MP_BFLOAT16 ? "bf16" : a->topts.precision == MP_FLOAT16 ? "fp16" : "fp32",
+                 a->topts.micro_batches, a->topts.micro_batches == 1 ? "" : "es", mp_cli_loss_names[a->topts.loss]);
+    else
+        snprintf(sub, sizeof sub, "inference: the graph as given");
+    mp_viz_input in = mp_viz_input_of(a->g, &a->mem);
+    in.title = o->model;
+    in.subtitle = sub;
+    return mp_cli_write_pictures(o, &in);
+}
+
 /* ---- the command -------------------------------------------------------------- */
 
 static int memory_help(void)
@@ -338,7 +338,9 @@ static int memory_help(void)
            "under the default schedule, in MiB: parameters, buffers, constants, gradients,\n"
            "optimizer state, activations, transient tensors and inputs, at the peak and in total;\n"
            "the peak and the step it is reached at; the %d largest tensors live at the peak.\n"
-           "Every symbolic dimension must be bound (docs/memory.md).\n\n"
+           "Every symbolic dimension must be bound (docs/memory.md).\n"
+           "With --budget (or --gpu, --graph-json FILE) it plans which activations to recompute\n"
+           "so that the step fits (docs/cli.md).\n\n"
            "options:\n",
            MP_MEM_TOP_N);
     mp_cli_print_options(stdout, MEMORY_OPTS);
@@ -354,6 +356,59 @@ static int render(FILE *f, const void *ctx, bool json)
     return 0;
 }
 
+int mp_cli_step_render(FILE *f, const mp_cli_step *a, bool json) { return render(f, a, json); }
+
+void mp_cli_step_free(mp_cli_step *a)
+{
+    mp_cli_summary_free(a->summary);
+    mp_memory_free(&a->mem);
+    mp_schedule_free(&a->sched);
+    if (a->model) mp_onnx_close(a->model);
+    memset(a, 0, sizeof *a);
+}
+
+int mp_cli_step_load(const mp_cli_opts *o, mp_cli_step *a)
+{
+    memset(a, 0, sizeof *a);
+    a->o = o;
+    int rc = -1;
+    uint8_t *why = NULL;
+    mp_err err = {{0}};
+    a->model = mp_cli_load(o);
+    if (!a->model) goto done;
+    a->g = a->model->graph;
+    /* roles as inspect decides them, for the graph as given; the training pass classifies again */
+    why = malloc((size_t)a->g->nvalues + 1);
+    if (!why) {
+        mp_cli_error("out of memory");
+        goto done;
+    }
+    if (mp_cli_classify(a->g, o, why, &err)) {
+        mp_cli_model_error(o->model, err.msg);
+        goto done;
+    }
+    if (mp_cli_bind_infer(a->model, o)) goto done;
+    const char *sym = mp_unbound_symbol(a->g);
+    if (sym) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "the symbolic dimension '%.100s' is unbound: memory planning needs every size "
+                 "(bind it with --batch N or --dim %.100s=V)", sym, sym);
+        mp_cli_model_error(o->model, msg);
+        goto done;
+    }
+    if (!(a->summary = mp_cli_summarize(o, a->g, why))) goto done;
+    if (!o->inference && build_step(a)) goto done;
+    if (mp_schedule_graph_order(a->g, &a->sched, &err) || mp_memory_analyze(a->g, &a->sched, &a->mem, &err)) {
+        mp_cli_model_error(o->model, err.msg);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(why);
+    if (rc) mp_cli_step_free(a);
+    return rc;
+}
+
 int mp_cmd_memory(int argc, char **argv)
 {
     mp_cli_opts o;
@@ -364,53 +419,24 @@ int mp_cmd_memory(int argc, char **argv)
         mp_cli_opts_free(&o);
         return MP_EXIT_USAGE;
     }
+    if (mp_cli_plan_wanted(&o)) { /* --budget, --gpu, --graph-json, --batch max, ...: plan.c */
+        int rc = mp_cmd_plan(&o);
+        mp_cli_opts_free(&o);
+        return rc;
+    }
 
     int rc = MP_EXIT_USAGE;
-    analysis a = {.o = &o};
-    uint8_t *role = NULL;
-    const char **buffers = NULL;
+    analysis a;
     char *out = NULL;
     size_t outlen = 0;
-    mp_err err = {{0}};
-    mp_model *m = mp_cli_load(&o);
-    if (!m) goto done;
-    a.g = m->graph;
-    /* roles as inspect decides them, for the graph as given; the training pass classifies again */
-    role = malloc((size_t)a.g->nvalues + 1);
-    if (!role) {
-        mp_cli_error("out of memory");
-        goto done;
-    }
-    if (mp_cli_classify(a.g, &o, role, NULL, &err)) {
-        mp_cli_model_error(o.model, err.msg);
-        goto done;
-    }
-    if (mp_cli_bind_infer(m, &o)) goto done;
-    const char *sym = mp_unbound_symbol(a.g);
-    if (sym) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "the symbolic dimension '%.100s' is unbound: memory planning needs every size "
-                 "(bind it with --batch N or --dim %.100s=V)", sym, sym);
-        mp_cli_model_error(o.model, msg);
-        goto done;
-    }
-    for (int32_t i = 0; i < a.g->nvalues; i++) a.g->values[i].role = (mp_role)role[i];
-    if (!o.inference && build_step(&a, &buffers)) goto done;
-    if (mp_schedule_graph_order(a.g, &a.sched, &err) || mp_memory_analyze(a.g, &a.sched, &a.mem, &err)) {
-        mp_cli_model_error(o.model, err.msg);
-        goto done;
-    }
-
+    if (mp_cli_step_load(&o, &a)) goto done;
     if (mp_cli_render(o.model, render, &a, o.json, &out, &outlen)) goto done;
-    if (o.timeline && write_timeline(&a, o.timeline)) goto done;
+    if (o.timeline && !is_svg(o.timeline) && write_timeline(&a, o.timeline)) goto done;
+    if (write_step_pictures(&a)) goto done;
     rc = mp_cli_emit(out, outlen);
 done:
     free(out);
-    free(role);
-    free(buffers);
-    mp_memory_free(&a.mem);
-    mp_schedule_free(&a.sched);
-    if (m) mp_onnx_close(m);
+    mp_cli_step_free(&a);
     mp_cli_opts_free(&o);
     return rc;
 }

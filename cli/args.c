@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "codegen/viz.h" /* mp_viz_level_names */
 
 /* One row per option: the name, its value's metavariable (NULL: a flag) and help. */
 static const struct {
@@ -23,8 +24,20 @@ static const struct {
     [MP_OPT_PRECISION] = {"--precision", "P", "fp32 (default), bf16 or fp16 compute (fp32 master weights and state)"},
     [MP_OPT_MICRO_BATCHES] = {"--micro-batches", "K", "gradient accumulation over K micro-batches (1..65536, default 1)"},
     [MP_OPT_LOSS] = {"--loss", "KIND", "auto (default), xent, mse or sum"},
-    [MP_OPT_TIMELINE] = {"--timeline", "FILE.csv", "write the live bytes per category at every step to FILE.csv"},
+    [MP_OPT_TIMELINE] = {"--timeline", "FILE.csv", "write the live bytes per category at every step to FILE.csv (a name ending in .svg: draw them)"},
     [MP_OPT_INFERENCE] = {"--inference", NULL, "analyze the graph as given (inference memory), no training step"},
+    [MP_OPT_BUDGET] = {"--budget", "B", "plan recomputation to fit B: 24GB (10^9), 24GiB (2^30), KB..TiB, bytes, or P% of the store-everything peak"},
+    [MP_OPT_RESERVE] = {"--reserve", "B", "memory kept back for the CUDA context and workspaces (default 512MiB; 0 for --graph-json)"},
+    [MP_OPT_GPU] = {"--gpu", "NAME", "cost model device (default a100-80; a100-40 h100 h200 l4 rtx3090 rtx4090 v100 t4); its memory when no --budget"},
+    [MP_OPT_STRATEGY] = {"--strategy", "S", "ilp (default), none, all, sqrt or greedy"},
+    [MP_OPT_TIME_LIMIT] = {"--time-limit", "SEC", "solver time limit in seconds (default 5)"},
+    [MP_OPT_SCHEDULE] = {"--schedule", "FILE.json", "write the planned order: node names, recomputations repeated"},
+    [MP_OPT_GRAPH_JSON] = {"--graph-json", "FILE", "plan a Checkmate/Moccasin graph (networkx node-link JSON) instead of a model"},
+    [MP_OPT_DOT] = {"--dot", "FILE.dot", "write the lifetime graph (ops, tensors with size and live interval) in DOT"},
+    [MP_OPT_SVG] = {"--svg", "FILE.svg", "draw the lifetime graph (Graphviz dot layout) as SVG"},
+    [MP_OPT_PNG] = {"--png", "FILE.png", "draw the lifetime graph as PNG"},
+    [MP_OPT_DOT_LEVEL] = {"--dot-level", "L", "op, layer (clusters by name scope) or stage (one box per scope); default op up to 300 nodes, else layer"},
+    [MP_OPT_REPORT] = {"--report", "FILE.html", "write one self-contained HTML page: tables, timeline, lifetime graph, tensors"},
 };
 
 /* Same order as train.h's mp_opt_kind, the precisions, and mp_loss_kind. */
@@ -153,9 +166,13 @@ static int set_option(mp_cli_opts *o, int id, const char *val)
     const char *name = opt_table[id].name;
     switch (id) {
     case MP_OPT_BATCH:
-        if (o->batch >= 0) {
+        if (o->batch >= 0 || o->batch_max) {
             mp_cli_error("--batch given twice");
             return -1;
+        }
+        if (!strcmp(val, "max")) { /* the largest batch that fits: planning only */
+            o->batch_max = true;
+            return 0;
         }
         return parse_size("--batch", val, 1, &o->batch);
     case MP_OPT_DIM: {
@@ -224,9 +241,23 @@ static int set_option(mp_cli_opts *o, int id, const char *val)
         return 0;
     case MP_OPT_INFERENCE: o->inference = true; return 0;
     case MP_OPT_JSON: o->json = true; return 0;
+    case MP_OPT_DOT:
+    case MP_OPT_SVG:
+    case MP_OPT_PNG:
+    case MP_OPT_REPORT: {
+        const char **slot = id == MP_OPT_DOT ? &o->dot : id == MP_OPT_SVG ? &o->svg : id == MP_OPT_PNG ? &o->png : &o->report;
+        if (*slot) {
+            mp_cli_error("%s given twice", name);
+            return -1;
+        }
+        *slot = val;
+        return 0;
+    }
+    case MP_OPT_DOT_LEVEL: return parse_choice(name, val, mp_viz_level_names, &o->dot_level);
     case MP_OPT_PARAMS_AS_INPUTS: o->params_as_inputs = true; return 0;
     case MP_OPT_NO_INFER: o->no_infer = true; return 0;
     case MP_OPT_TOPO_SORT: o->topo_sort = true; return 0;
+    default: return mp_cli_plan_option(o, id, val);
     }
     return 0;
 }
@@ -237,6 +268,10 @@ int mp_cli_parse(int argc, char **argv, unsigned allowed, mp_cli_opts *o)
     o->batch = -1;
     o->optimizer = o->precision = o->loss = -1;
     o->micro_batches = -1;
+    o->dot_level = -1;
+    o->budget_bytes = o->reserve_bytes = -1;
+    o->strategy = -1;
+    o->time_limit = -1;
     const char *cmd = argc > 0 ? argv[0] : "memplan";
     /* --help wins over everything else, wherever it is. */
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
@@ -284,7 +319,11 @@ int mp_cli_parse(int argc, char **argv, unsigned allowed, mp_cli_opts *o)
         }
         if (set_option(o, id, val)) goto fail;
     }
-    if (!o->model) {
+    if (o->batch_max && !(allowed & MP_OPT_BIT(BUDGET))) {
+        mp_cli_error("%s: --batch max is for planning (memplan MODEL.onnx --batch max --budget B)", cmd);
+        goto fail;
+    }
+    if (!o->model && !o->graph_json) {
         mp_cli_error("%s: no model given (usage: memplan %s MODEL.onnx [options])", cmd, cmd);
         goto fail;
     }

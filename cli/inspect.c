@@ -1,8 +1,9 @@
 /* inspect.c - `memplan inspect`: what a model holds (ops, parameters, buffers,
  * inputs, outputs, largest tensors), as text or JSON (docs/json.md).
  *
- * The value roles (parameter, buffer, constant, ...) are decided here from the
- * graph alone, so later subcommands reuse mp_cli_classify() for their counts. */
+ * The value roles (parameter, buffer, constant, ...) are the training pass's
+ * (mp_train_classify), so inspect counts what the memory command trains; the
+ * JSON members written here head the memory command's object too. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,22 +28,45 @@ const char *const mp_buffer_why_names[MP_BUF_WHY_COUNT] = {
     [MP_BUF_NAMED] = "named",
 };
 
-/* ---- classification ------------------------------------------------------- */
+/* ---- classification: mp_train_classify, plus what the command line adds ---- */
 
 static bool is_default_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
 static bool node_is(const mp_node *n, const char *op) { return is_default_domain(n->domain) && !strcmp(n->op_type, op); }
 
-/* A data input, before binding: named by --data-inputs, else one whose first
- * dim is not a fixed number (symbolic or unknown: what --batch binds). */
-static bool is_data_input(const mp_value *v, const mp_cli_opts *o)
+/* A comma-separated list as train.h takes it: NULL-terminated, in g's arena. */
+struct name_list {
+    mp_graph *g;
+    const char **names;
+    int n;
+};
+
+static int collect_name(const char *name, size_t len, void *ctx)
 {
-    if (o->data_inputs) return mp_cli_list_has(o->data_inputs, v->name);
-    return v->rank >= 1 && v->dims[0].v < 0;
+    struct name_list *l = ctx;
+    l->names[l->n++] = mp_arena_strndup(l->g->arena, name, len);
+    return 0;
+}
+
+static const char *const *name_list(mp_graph *g, const char *list)
+{
+    if (!list) return NULL;
+    /* at most one name per byte of the list, plus the NULL */
+    struct name_list l = {g, mp_arena_alloc(g->arena, (strlen(list) + 2) * sizeof(char *)), 0};
+    mp_cli_list_each(list, collect_name, &l);
+    return l.names;
+}
+
+mp_train_opts mp_cli_train_opts(mp_graph *g, const mp_cli_opts *o)
+{
+    mp_train_opts t = mp_train_defaults();
+    t.params_as_inputs = o->params_as_inputs;
+    t.data_inputs = name_list(g, o->data_inputs);
+    t.buffers = name_list(g, o->buffers);
+    return t;
 }
 
 struct name_check {
     const mp_graph *g;
-    const uint8_t *role;
     const char *option;
     mp_err *err;
     bool want_input;     /* --data-inputs: must be a graph input; --buffers: an initializer or parameter input */
@@ -54,7 +78,8 @@ static int check_name(const char *name, size_t len, void *ctx)
     for (int32_t i = 0; i < c->g->nvalues; i++) {
         const mp_value *v = &c->g->values[i];
         if (strlen(v->name) != len || strncmp(v->name, name, len)) continue;
-        if (c->want_input ? (v->flags & MP_VAL_INPUT) != 0 : c->role[i] != MP_ROLE_ACTIVATION && c->role[i] != MP_ROLE_INPUT)
+        if (c->want_input ? (v->flags & MP_VAL_INPUT) != 0
+                          : v->producer < 0 && v->role != MP_ROLE_ACTIVATION && v->role != MP_ROLE_INPUT)
             return 0;
     }
     int shown = len < 200 ? (int)len : 200;
@@ -62,106 +87,44 @@ static int check_name(const char *name, size_t len, void *ctx)
                    c->want_input ? "graph input" : "initializer or parameter input", shown, name);
 }
 
-/* Values computed from a Shape or Size (in file order, which ONNX requires to
- * be topological): the bounds of a Slice that crops a table to the input. */
-static bool *shape_derived_values(const mp_graph *g)
+/* Why each buffer is one, in the order the rules override each other: a name
+ * given with --buffers, then BatchNorm statistics, else a cropped table (the
+ * only other rule that makes buffers). */
+static int buffer_whys(const mp_graph *g, const mp_cli_opts *o, uint8_t *why, mp_err *err)
 {
-    bool *d = calloc((size_t)g->nvalues + 1, sizeof *d);
-    if (!d) return NULL;
-    for (int32_t i = 0; i < g->nnodes; i++) {
-        const mp_node *n = &g->nodes[i];
-        bool from = node_is(n, "Shape") || node_is(n, "Size");
-        for (int k = 0; k < n->nin && !from; k++) from = n->in[k] >= 0 && d[n->in[k]];
-        if (from)
-            for (int k = 0; k < n->nout; k++)
-                if (n->out[k] >= 0) d[n->out[k]] = true;
-    }
-    return d;
-}
-
-int mp_cli_classify(const mp_graph *g, const mp_cli_opts *o, uint8_t *role, uint8_t *why, mp_err *err)
-{
-    uint8_t *whys = why ? why : calloc((size_t)g->nvalues + 1, 1);
-    if (!whys) return mp_fail(err, "out of memory");
-    memset(role, MP_ROLE_ACTIVATION, (size_t)g->nvalues);
-    memset(whys, MP_BUF_NONE, (size_t)g->nvalues);
-    int rc = -1;
-    bool *shape_derived = NULL, *used = NULL, *cropped_only = NULL;
-
-    /* pass 1: inputs and initializers */
-    struct name_check chk = {g, role, "--data-inputs", err, true};
-    if (o->data_inputs && mp_cli_list_each(o->data_inputs, check_name, &chk)) goto done;
-    int ndata = 0; /* inputs that are surely data: told as above, or not float (token ids) */
-    for (int32_t i = 0; i < g->ninputs; i++) {
-        const mp_value *v = &g->values[g->inputs[i]];
-        bool data = is_data_input(v, o) || !mp_dtype_is_float(v->dtype);
-        ndata += data;
-        role[g->inputs[i]] = o->params_as_inputs && !data ? MP_ROLE_PARAM : MP_ROLE_INPUT;
-    }
-    if (o->params_as_inputs && !ndata && g->ninputs) {
-        mp_fail(err, "--params-as-inputs: no input has a symbolic first dimension, so data inputs cannot be told from "
-                     "parameters: name them with --data-inputs");
-        goto done;
-    }
-    for (int32_t i = 0; i < g->ninits; i++) {
-        const mp_value *v = &g->values[g->inits[i]];
-        role[g->inits[i]] = mp_dtype_is_float(v->dtype) ? MP_ROLE_PARAM : MP_ROLE_CONST;
-    }
-
-    /* pass 2: BatchNormalization running mean and variance are state, not weights */
+    bool *bn = calloc((size_t)g->nvalues + 1, sizeof *bn);
+    if (!bn) return mp_fail(err, "out of memory");
     for (int32_t i = 0; i < g->nnodes; i++) {
         const mp_node *n = &g->nodes[i];
         if (!node_is(n, "BatchNormalization")) continue;
         for (int k = 3; k <= 4 && k < n->nin; k++)
-            if (n->in[k] >= 0 && role[n->in[k]] == MP_ROLE_PARAM) {
-                role[n->in[k]] = MP_ROLE_BUFFER;
-                whys[n->in[k]] = MP_BUF_BATCHNORM;
-            }
+            if (n->in[k] >= 0) bn[n->in[k]] = true;
     }
+    for (int32_t i = 0; i < g->nvalues; i++) {
+        const mp_value *v = &g->values[i];
+        if (v->role != MP_ROLE_BUFFER) why[i] = MP_BUF_NONE;
+        else if (mp_cli_list_has(o->buffers, v->name)) why[i] = MP_BUF_NAMED;
+        else why[i] = bn[i] ? MP_BUF_BATCHNORM : MP_BUF_CROPPED_TABLE;
+    }
+    free(bn);
+    return 0;
+}
 
-    /* pass 3: a float tensor that is only ever cropped by a Slice whose bounds
-     * come from an input's shape is a table cached for the longest input (a
-     * causal mask, a rotary cache: PyTorch's register_buffer), not a weight. */
-    shape_derived = shape_derived_values(g);
-    used = calloc((size_t)g->nvalues + 1, sizeof *used);
-    cropped_only = calloc((size_t)g->nvalues + 1, sizeof *cropped_only);
-    if (!shape_derived || !used || !cropped_only) {
-        mp_fail(err, "out of memory");
-        goto done;
+int mp_cli_classify(mp_graph *g, const mp_cli_opts *o, uint8_t *why, mp_err *err)
+{
+    struct name_check chk = {g, "--data-inputs", err, true};
+    if (o->data_inputs && mp_cli_list_each(o->data_inputs, check_name, &chk)) return -1;
+    mp_train_opts t = mp_cli_train_opts(g, o);
+    mp_err inner = {{0}};
+    if (mp_train_classify(g, &t, &inner)) { /* its messages name train.h's fields: say which flag helps */
+        static const char field[] = "params_as_inputs: ";
+        if (strncmp(inner.msg, field, sizeof field - 1)) return mp_fail(err, "%s", inner.msg);
+        return mp_fail(err, "--params-as-inputs: %s: name them with --data-inputs", inner.msg + sizeof field - 1);
     }
-    for (int32_t i = 0; i < g->nvalues; i++) cropped_only[i] = true;
-    for (int32_t i = 0; i < g->nnodes; i++) {
-        const mp_node *n = &g->nodes[i];
-        bool crops = node_is(n, "Slice") && n->nin >= 3 && ((n->in[1] >= 0 && shape_derived[n->in[1]]) ||
-                                                             (n->in[2] >= 0 && shape_derived[n->in[2]]));
-        for (int k = 0; k < n->nin; k++) {
-            int32_t v = n->in[k];
-            if (v < 0) continue;
-            used[v] = true;
-            if (!(crops && k == 0)) cropped_only[v] = false;
-        }
-    }
-    for (int32_t i = 0; i < g->nvalues; i++)
-        if (role[i] == MP_ROLE_PARAM && used[i] && cropped_only[i]) {
-            role[i] = MP_ROLE_BUFFER;
-            whys[i] = MP_BUF_CROPPED_TABLE;
-        }
-
-    /* pass 4: --buffers names what the rules above cannot know */
-    chk = (struct name_check){g, role, "--buffers", err, false};
-    if (o->buffers && mp_cli_list_each(o->buffers, check_name, &chk)) goto done;
-    for (int32_t i = 0; i < g->nvalues && o->buffers; i++)
-        if (role[i] != MP_ROLE_ACTIVATION && role[i] != MP_ROLE_INPUT && mp_cli_list_has(o->buffers, g->values[i].name)) {
-            role[i] = MP_ROLE_BUFFER;
-            whys[i] = MP_BUF_NAMED;
-        }
-    rc = 0;
-done:
-    free(shape_derived);
-    free(used);
-    free(cropped_only);
-    if (!why) free(whys);
-    return rc;
+    /* checked on the roles: a parameter input is one only after classification */
+    chk = (struct name_check){g, "--buffers", err, false};
+    if (o->buffers && mp_cli_list_each(o->buffers, check_name, &chk)) return -1;
+    return why ? buffer_whys(g, o, why, err) : 0;
 }
 
 /* ---- the summary ---------------------------------------------------------- */
@@ -178,22 +141,55 @@ typedef struct role_sum {
 } role_sum;
 
 typedef struct op_count {
-    const char *key;                /* "Conv", or "domain:Op" outside ai.onnx */
+    const char *key;                /* "Conv", or "domain:Op" outside ai.onnx (in g's arena) */
     int64_t n;
 } op_count;
 
-typedef struct summary {
+/* A value as summarized: the memory command builds the training step on the
+ * same graph afterwards, which adds inputs and may lower dtypes. */
+typedef struct shown_value {
+    mp_value v;                     /* name, kind, dtype, rank, bytes; dims point to dims[] */
+    mp_dim dims[MP_MAX_RANK];
+    uint8_t role;
+    const char *producer;           /* node name, NULL for inputs and initializers */
+} shown_value;
+
+struct mp_cli_summary {
     const mp_cli_opts *o;
-    mp_graph *g;
-    uint8_t *role, *why;
+    const mp_graph *g;              /* header, opsets, symbols: the step leaves them as they are */
+    int32_t nnodes;
+    int64_t nodes_total;
     role_sum roles[MP_ROLE_COUNT];
     role_sum constant_nodes;        /* outputs of Constant nodes (some exporters store weights so) */
     op_count *ops;
     int nops;
-    int32_t largest[LARGEST_N];
+    shown_value *inputs;            /* the graph inputs that are data (role input) */
+    int32_t ninputs, ninputs_all;
+    shown_value *outputs;
+    int32_t noutputs;
+    shown_value largest[LARGEST_N];
     int nlargest;
     int64_t unsized;                /* values not ranked among the largest */
-} summary;
+};
+
+/* What inspect calls a value: a node's output is an activation (a Constant's
+ * too: constant_nodes counts those), anything else has its classified role. */
+static uint8_t shown_role(const mp_graph *g, int32_t v)
+{
+    const mp_value *x = &g->values[v];
+    return x->producer >= 0 ? MP_ROLE_ACTIVATION : (uint8_t)x->role;
+}
+
+static void show_value(shown_value *sv, const mp_graph *g, int32_t id)
+{
+    const mp_value *v = &g->values[id];
+    sv->v = *v;
+    sv->v.rank = v->rank > MP_MAX_RANK ? -1 : v->rank;
+    if (sv->v.rank > 0) memcpy(sv->dims, v->dims, (size_t)sv->v.rank * sizeof *sv->dims);
+    sv->v.dims = sv->dims;
+    sv->role = shown_role(g, id);
+    sv->producer = v->producer >= 0 && v->producer < g->nnodes ? g->nodes[v->producer].name : NULL;
+}
 
 static void tally_add(tally *t, const mp_value *v)
 {
@@ -210,9 +206,8 @@ static int cmp_ops(const void *a, const void *b)
     return strcmp(x->key, y->key);
 }
 
-static int count_ops(summary *s)
+static int count_ops(mp_cli_summary *s, mp_graph *g)
 {
-    mp_graph *g = s->g;
     s->ops = calloc((size_t)g->nnodes + 1, sizeof *s->ops);
     if (!s->ops) return -1;
     for (int32_t i = 0; i < g->nnodes; i++) {
@@ -232,39 +227,23 @@ static int count_ops(summary *s)
 }
 
 /* Keeps the LARGEST_N biggest sized values, biggest first, ties by id. */
-static void rank_largest(summary *s)
+static void rank_largest(mp_cli_summary *s, const mp_graph *g)
 {
-    for (int32_t i = 0; i < s->g->nvalues; i++) {
-        const mp_value *v = &s->g->values[i];
+    int32_t top[LARGEST_N];
+    for (int32_t i = 0; i < g->nvalues; i++) {
+        const mp_value *v = &g->values[i];
         if (v->bytes < 0 || v->dtype == MP_UNDEFINED) {
             s->unsized++;
             continue;
         }
         int k = s->nlargest;
-        while (k > 0 && s->g->values[s->largest[k - 1]].bytes < v->bytes) k--;
+        while (k > 0 && g->values[top[k - 1]].bytes < v->bytes) k--;
         if (k == LARGEST_N) continue;
         int last = s->nlargest < LARGEST_N ? s->nlargest++ : LARGEST_N - 1;
-        memmove(&s->largest[k + 1], &s->largest[k], (size_t)(last - k) * sizeof *s->largest);
-        s->largest[k] = i;
+        memmove(&top[k + 1], &top[k], (size_t)(last - k) * sizeof *top);
+        top[k] = i;
     }
-}
-
-static int summarize(summary *s)
-{
-    mp_graph *g = s->g;
-    for (int32_t i = 0; i < g->nvalues; i++) {
-        const mp_value *v = &g->values[i];
-        role_sum *r = &s->roles[s->role[i]];
-        tally_add(&r->all, v);
-        tally_add(&r->by_dtype[mp_dtype_valid(v->dtype) ? v->dtype : MP_UNDEFINED], v);
-        r->why[s->why[i]]++;
-        if (v->producer >= 0 && v->producer < g->nnodes && node_is(&g->nodes[v->producer], "Constant")) {
-            tally_add(&s->constant_nodes.all, v);
-            tally_add(&s->constant_nodes.by_dtype[mp_dtype_valid(v->dtype) ? v->dtype : MP_UNDEFINED], v);
-        }
-    }
-    rank_largest(s);
-    return count_ops(s);
+    for (int i = 0; i < s->nlargest; i++) show_value(&s->largest[i], g, top[i]);
 }
 
 /* Nodes of g plus those of every If/Loop/Scan body in it, at any depth (the
@@ -279,6 +258,56 @@ static int64_t count_nodes_total(const mp_graph *g)
                 for (int32_t k = 0; k < at->n; k++) n += count_nodes_total(at->graphs[k]);
         }
     return n;
+}
+
+static int summarize(mp_cli_summary *s, mp_graph *g, const uint8_t *why)
+{
+    s->g = g;
+    s->nnodes = g->nnodes;
+    s->nodes_total = count_nodes_total(g);
+    for (int32_t i = 0; i < g->nvalues; i++) {
+        const mp_value *v = &g->values[i];
+        role_sum *r = &s->roles[shown_role(g, i)];
+        mp_dtype t = mp_dtype_valid(v->dtype) ? v->dtype : MP_UNDEFINED;
+        tally_add(&r->all, v);
+        tally_add(&r->by_dtype[t], v);
+        r->why[why[i] < MP_BUF_WHY_COUNT ? why[i] : MP_BUF_NONE]++;
+        if (v->producer >= 0 && v->producer < g->nnodes && node_is(&g->nodes[v->producer], "Constant")) {
+            tally_add(&s->constant_nodes.all, v);
+            tally_add(&s->constant_nodes.by_dtype[t], v);
+        }
+    }
+    s->inputs = calloc((size_t)g->ninputs + 1, sizeof *s->inputs);
+    s->outputs = calloc((size_t)g->noutputs + 1, sizeof *s->outputs);
+    if (!s->inputs || !s->outputs) return -1;
+    /* graph inputs that are parameters are left out (they can be hundreds) */
+    s->ninputs_all = g->ninputs;
+    for (int32_t i = 0; i < g->ninputs; i++)
+        if (shown_role(g, g->inputs[i]) == MP_ROLE_INPUT) show_value(&s->inputs[s->ninputs++], g, g->inputs[i]);
+    for (int32_t i = 0; i < g->noutputs; i++) show_value(&s->outputs[s->noutputs++], g, g->outputs[i]);
+    rank_largest(s, g);
+    return count_ops(s, g);
+}
+
+void mp_cli_summary_free(mp_cli_summary *s)
+{
+    if (!s) return;
+    free(s->ops);
+    free(s->inputs);
+    free(s->outputs);
+    free(s);
+}
+
+mp_cli_summary *mp_cli_summarize(const mp_cli_opts *o, mp_graph *g, const uint8_t *why)
+{
+    mp_cli_summary *s = calloc(1, sizeof *s);
+    if (s) s->o = o;
+    if (!s || summarize(s, g, why)) {
+        mp_cli_summary_free(s);
+        mp_cli_error("out of memory");
+        return NULL;
+    }
+    return s;
 }
 
 /* ---- shared formatting -------------------------------------------------------- */
@@ -326,11 +355,6 @@ static const char *type_str(const mp_graph *g, const mp_value *v, char *buf, siz
     return buf;
 }
 
-static const char *producer_name(const mp_graph *g, const mp_value *v)
-{
-    return v->producer >= 0 && v->producer < g->nnodes ? g->nodes[v->producer].name : NULL;
-}
-
 /* ---- text ------------------------------------------------------------------- */
 
 static void text_tally(FILE *f, const char *label, const tally *t)
@@ -357,30 +381,24 @@ static void text_role(FILE *f, const char *label, const role_sum *r)
     }
 }
 
-/* Graph inputs that are parameters are left out (they can be hundreds). */
-static bool listed(const summary *s, int32_t id, bool inputs) { return !inputs || s->role[id] == MP_ROLE_INPUT; }
-
-static void text_values(FILE *f, const summary *s, const char *label, const int32_t *ids, int32_t n, bool inputs)
+static void text_values(FILE *f, const mp_cli_summary *s, const char *label, const shown_value *vs, int32_t n,
+                        int32_t hidden)
 {
-    int32_t shown = 0, width = 0;
+    int width = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (!listed(s, ids[i], inputs)) continue;
-        int w = (int)strlen(s->g->values[ids[i]].name);
+        int w = (int)strlen(vs[i].v.name);
         if (w > width) width = w < 40 ? w : 40;
-        shown++;
     }
     fprintf(f, "%s", label);
-    if (shown < n) fprintf(f, " (%lld more are parameters or buffers)", (long long)(n - shown));
+    if (hidden) fprintf(f, " (%lld more are parameters or buffers)", (long long)hidden);
     fputc('\n', f);
     for (int32_t i = 0; i < n; i++) {
-        if (!listed(s, ids[i], inputs)) continue;
-        const mp_value *v = &s->g->values[ids[i]];
         char t[512];
-        fprintf(f, "  %-*s  %s\n", width, v->name, type_str(s->g, v, t, sizeof t));
+        fprintf(f, "  %-*s  %s\n", width, vs[i].v.name, type_str(s->g, &vs[i].v, t, sizeof t));
     }
 }
 
-static void print_text(FILE *f, const summary *s)
+static void print_text(FILE *f, const mp_cli_summary *s)
 {
     const mp_graph *g = s->g;
     char c[32], b[32];
@@ -401,9 +419,8 @@ static void print_text(FILE *f, const summary *s)
         }
         fputc('\n', f);
     }
-    int64_t total = count_nodes_total(g);
-    fprintf(f, "%-12s%s", "nodes", fmt_count(g->nnodes, c));
-    if (total != g->nnodes) fprintf(f, " (%s with If/Loop/Scan bodies)", fmt_count(total, c));
+    fprintf(f, "%-12s%s", "nodes", fmt_count(s->nnodes, c));
+    if (s->nodes_total != s->nnodes) fprintf(f, " (%s with If/Loop/Scan bodies)", fmt_count(s->nodes_total, c));
     fputc('\n', f);
     int width = 0;
     for (int i = 0; i < s->nops; i++)
@@ -422,23 +439,22 @@ static void print_text(FILE *f, const summary *s)
             fprintf(f, "  %-10s%s: %lld\n", "why", why_text[w], (long long)s->roles[MP_ROLE_BUFFER].why[w]);
     text_role(f, "constants", &s->roles[MP_ROLE_CONST]);
     if (s->constant_nodes.all.tensors) text_role(f, "Constant op", &s->constant_nodes);
-    text_values(f, s, "inputs", g->inputs, g->ninputs, true);
-    text_values(f, s, "outputs", g->outputs, g->noutputs, false);
+    text_values(f, s, "inputs", s->inputs, s->ninputs, s->ninputs_all - s->ninputs);
+    text_values(f, s, "outputs", s->outputs, s->noutputs, 0);
 
     /* size and type first, aligned; the name (often long) last, then where it comes from */
     fprintf(f, "largest tensors\n");
     int tw = 4;
     char t[512];
     for (int i = 0; i < s->nlargest; i++) {
-        int x = (int)strlen(type_str(g, &g->values[s->largest[i]], t, sizeof t));
+        int x = (int)strlen(type_str(g, &s->largest[i].v, t, sizeof t));
         if (x > tw) tw = x < 40 ? x : 40;
     }
     for (int i = 0; i < s->nlargest; i++) {
-        const mp_value *v = &g->values[s->largest[i]];
-        const char *p = producer_name(g, v);
-        fprintf(f, "  %10s  %-*s  %s", fmt_bytes(v->bytes, b), tw, type_str(g, v, t, sizeof t), v->name);
-        if (p) fprintf(f, "  <- %s\n", p);
-        else fprintf(f, "  (%s)\n", mp_role_names[s->role[s->largest[i]]]);
+        const shown_value *sv = &s->largest[i];
+        fprintf(f, "  %10s  %-*s  %s", fmt_bytes(sv->v.bytes, b), tw, type_str(g, &sv->v, t, sizeof t), sv->v.name);
+        if (sv->producer) fprintf(f, "  <- %s\n", sv->producer);
+        else fprintf(f, "  (%s)\n", mp_role_names[sv->role]);
     }
     if (s->unsized)
         fprintf(f, "  (%s tensor%s of unknown size not ranked%s)\n", fmt_count(s->unsized, c), s->unsized == 1 ? "" : "s",
@@ -492,11 +508,12 @@ static void json_shape(mp_json *j, const mp_graph *g, const mp_value *v)
         mp_json_null(j);
         return;
     }
+    const mp_graph *root = mp_graph_root((mp_graph *)g);
     mp_json_begin_inline_array(j);
     for (int i = 0; i < v->rank; i++) {
         mp_dim d = mp_dim_resolve(g, v->dims[i]);
         if (d.v >= 0) mp_json_int(j, d.v);
-        else if (d.sym >= 0 && d.sym < mp_graph_root((mp_graph *)g)->nsymbols) mp_json_str(j, mp_graph_root((mp_graph *)g)->symbols[d.sym]);
+        else if (d.sym >= 0 && d.sym < root->nsymbols) mp_json_str(j, root->symbols[d.sym]);
         else mp_json_null(j);
     }
     mp_json_end(j);
@@ -516,98 +533,92 @@ static void json_value_fields(mp_json *j, const mp_graph *g, const mp_value *v)
     json_shape(j, g, v);
 }
 
-static void json_values(mp_json *j, const summary *s, const char *key, const int32_t *ids, int32_t n, bool inputs)
+static void json_values(mp_json *j, const mp_cli_summary *s, const char *key, const shown_value *vs, int32_t n)
 {
     mp_json_key(j, key);
     mp_json_begin_array(j);
     for (int32_t i = 0; i < n; i++) {
-        if (!listed(s, ids[i], inputs)) continue;
         mp_json_begin_object(j);
-        json_value_fields(j, s->g, &s->g->values[ids[i]]);
+        json_value_fields(j, s->g, &vs[i].v);
         mp_json_end(j);
     }
     mp_json_end(j);
 }
 
-static int print_json(FILE *f, const summary *s)
+void mp_cli_summary_json(mp_json *j, const mp_cli_summary *s, const char *command)
 {
     const mp_graph *g = s->g;
-    mp_json j;
-    mp_json_init(&j, f, 2);
-    mp_json_begin_object(&j);
-    mp_json_key(&j, "memplan_version");
-    mp_json_str(&j, MEMPLAN_VERSION);
-    mp_json_key(&j, "command");
-    mp_json_str(&j, "inspect");
-    mp_json_key(&j, "file");
-    mp_json_str(&j, s->o->model);
-    mp_json_key(&j, "inferred");
-    mp_json_bool(&j, !s->o->no_infer);
+    mp_json_key(j, "memplan_version");
+    mp_json_str(j, MEMPLAN_VERSION);
+    mp_json_key(j, "command");
+    mp_json_str(j, command);
+    mp_json_key(j, "file");
+    mp_json_str(j, s->o->model);
+    mp_json_key(j, "inferred");
+    mp_json_bool(j, !s->o->no_infer);
 
-    mp_json_key(&j, "model");
-    mp_json_begin_object(&j);
-    mp_json_key(&j, "ir_version");
-    mp_json_int(&j, g->ir_version);
-    mp_json_key(&j, "producer");
-    mp_json_str(&j, g->producer ? g->producer : "");
-    mp_json_key(&j, "producer_version");
-    mp_json_str(&j, g->producer_version ? g->producer_version : "");
-    mp_json_key(&j, "opsets");
-    mp_json_begin_object(&j);
+    mp_json_key(j, "model");
+    mp_json_begin_object(j);
+    mp_json_key(j, "ir_version");
+    mp_json_int(j, g->ir_version);
+    mp_json_key(j, "producer");
+    mp_json_str(j, g->producer ? g->producer : "");
+    mp_json_key(j, "producer_version");
+    mp_json_str(j, g->producer_version ? g->producer_version : "");
+    mp_json_key(j, "opsets");
+    mp_json_begin_object(j);
     for (int i = 0; i < g->nopsets; i++) {
-        mp_json_key(&j, domain_name(g->opsets[i].domain));
-        mp_json_int(&j, g->opsets[i].version);
+        mp_json_key(j, domain_name(g->opsets[i].domain));
+        mp_json_int(j, g->opsets[i].version);
     }
-    mp_json_end(&j);
-    mp_json_end(&j);
+    mp_json_end(j);
+    mp_json_end(j);
 
-    mp_json_key(&j, "symbols");
-    mp_json_begin_object(&j);
+    mp_json_key(j, "symbols");
+    mp_json_begin_object(j);
     for (int i = 0; i < g->nsymbols; i++) {
-        mp_json_key(&j, g->symbols[i]);
-        if (g->symbol_values[i] >= 0) mp_json_int(&j, g->symbol_values[i]);
-        else mp_json_null(&j);
+        mp_json_key(j, g->symbols[i]);
+        if (g->symbol_values[i] >= 0) mp_json_int(j, g->symbol_values[i]);
+        else mp_json_null(j);
     }
-    mp_json_end(&j);
+    mp_json_end(j);
 
-    mp_json_key(&j, "nodes");
-    mp_json_int(&j, g->nnodes);
-    mp_json_key(&j, "nodes_total");
-    mp_json_int(&j, count_nodes_total(g));
-    mp_json_key(&j, "ops");
-    mp_json_begin_object(&j);
+    mp_json_key(j, "nodes");
+    mp_json_int(j, s->nnodes);
+    mp_json_key(j, "nodes_total");
+    mp_json_int(j, s->nodes_total);
+    mp_json_key(j, "ops");
+    mp_json_begin_object(j);
     for (int i = 0; i < s->nops; i++) {
-        mp_json_key(&j, s->ops[i].key);
-        mp_json_int(&j, s->ops[i].n);
+        mp_json_key(j, s->ops[i].key);
+        mp_json_int(j, s->ops[i].n);
     }
-    mp_json_end(&j);
+    mp_json_end(j);
 
-    json_role(&j, "parameters", &s->roles[MP_ROLE_PARAM], false);
-    json_role(&j, "buffers", &s->roles[MP_ROLE_BUFFER], true);
-    json_role(&j, "constants", &s->roles[MP_ROLE_CONST], false);
-    json_role(&j, "constant_nodes", &s->constant_nodes, false);
-    json_values(&j, s, "inputs", g->inputs, g->ninputs, true);
-    json_values(&j, s, "outputs", g->outputs, g->noutputs, false);
+    json_role(j, "parameters", &s->roles[MP_ROLE_PARAM], false);
+    json_role(j, "buffers", &s->roles[MP_ROLE_BUFFER], true);
+    json_role(j, "constants", &s->roles[MP_ROLE_CONST], false);
+    json_role(j, "constant_nodes", &s->constant_nodes, false);
+    json_values(j, s, "inputs", s->inputs, s->ninputs);
+    json_values(j, s, "outputs", s->outputs, s->noutputs);
 
-    mp_json_key(&j, "largest_tensors");
-    mp_json_begin_array(&j);
+    mp_json_key(j, "largest_tensors");
+    mp_json_begin_array(j);
     for (int i = 0; i < s->nlargest; i++) {
-        const mp_value *v = &g->values[s->largest[i]];
-        mp_json_begin_object(&j);
-        json_value_fields(&j, g, v);
-        mp_json_key(&j, "bytes");
-        mp_json_int(&j, v->bytes);
-        mp_json_key(&j, "role");
-        mp_json_str(&j, mp_role_names[s->role[s->largest[i]]]);
-        mp_json_key(&j, "producer");
-        mp_json_str(&j, producer_name(g, v));
-        mp_json_end(&j);
+        const shown_value *sv = &s->largest[i];
+        mp_json_begin_object(j);
+        json_value_fields(j, g, &sv->v);
+        mp_json_key(j, "bytes");
+        mp_json_int(j, sv->v.bytes);
+        mp_json_key(j, "role");
+        mp_json_str(j, mp_role_names[sv->role]);
+        mp_json_key(j, "producer");
+        mp_json_str(j, sv->producer);
+        mp_json_end(j);
     }
-    mp_json_end(&j);
-    mp_json_key(&j, "unsized_tensors");
-    mp_json_int(&j, s->unsized);
-    mp_json_end(&j);
-    return mp_json_finish(&j);
+    mp_json_end(j);
+    mp_json_key(j, "unsized_tensors");
+    mp_json_int(j, s->unsized);
 }
 
 /* ---- the subcommand ------------------------------------------------------------ */
@@ -627,10 +638,17 @@ static int inspect_help(void)
 /* Text or JSON, as the command asked. */
 static int render(FILE *f, const void *ctx, bool json)
 {
-    const summary *x = ctx;
-    if (json) return print_json(f, x);
-    print_text(f, x);
-    return 0;
+    const mp_cli_summary *s = ctx;
+    if (!json) {
+        print_text(f, s);
+        return 0;
+    }
+    mp_json j;
+    mp_json_init(&j, f, 2);
+    mp_json_begin_object(&j);
+    mp_cli_summary_json(&j, s, "inspect");
+    mp_json_end(&j);
+    return mp_json_finish(&j);
 }
 
 int mp_cmd_inspect(int argc, char **argv)
@@ -640,35 +658,30 @@ int mp_cmd_inspect(int argc, char **argv)
     if (r) return r < 0 ? MP_EXIT_USAGE : inspect_help();
 
     int rc = MP_EXIT_USAGE;
-    summary s = {.o = &o};
+    mp_cli_summary *s = NULL;
+    uint8_t *why = NULL;
     char *out = NULL;
     size_t outlen = 0;
     mp_model *m = mp_cli_load(&o);
     if (!m) goto done;
-    s.g = m->graph;
-    s.role = malloc((size_t)s.g->nvalues + 1);
-    s.why = malloc((size_t)s.g->nvalues + 1);
-    if (!s.role || !s.why) {
+    why = malloc((size_t)m->graph->nvalues + 1);
+    if (!why) {
         mp_cli_error("out of memory");
         goto done;
     }
     mp_err err = {{0}};
-    if (mp_cli_classify(s.g, &o, s.role, s.why, &err)) {
+    if (mp_cli_classify(m->graph, &o, why, &err)) {
         mp_cli_model_error(o.model, err.msg);
         goto done;
     }
     if (mp_cli_bind_infer(m, &o)) goto done;
-    if (summarize(&s)) {
-        mp_cli_error("out of memory");
-        goto done;
-    }
-    if (mp_cli_render(o.model, render, &s, o.json, &out, &outlen)) goto done;
+    if (!(s = mp_cli_summarize(&o, m->graph, why))) goto done;
+    if (mp_cli_render(o.model, render, s, o.json, &out, &outlen)) goto done;
     rc = mp_cli_emit(out, outlen);
 done:
     free(out);
-    free(s.ops);
-    free(s.role);
-    free(s.why);
+    free(why);
+    mp_cli_summary_free(s);
     if (m) mp_onnx_close(m);
     mp_cli_opts_free(&o);
     return rc;

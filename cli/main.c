@@ -19,6 +19,8 @@ static int print_help(void)
 {
     printf("usage: memplan COMMAND MODEL.onnx [options]\n"
            "       memplan MODEL.onnx --batch N [options]   (same as memplan memory)\n"
+           "       memplan MODEL.onnx --batch N --budget 24GB [options]   (fit a budget: recompute)\n"
+           "       memplan --graph-json FILE --budget B|P%% [options]\n"
            "       memplan --help | --version\n\n"
            "memplan plans the memory of neural-network training statically, from the ONNX graph.\n\n"
            "commands:\n");
@@ -57,6 +59,14 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < NCOMMANDS; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    for (int i = 1; i < argc; i++) /* `memplan --graph-json FILE --budget B`: a graph, no model, is planned */
+        if (!strncmp(argv[i], "--graph-json", 12) && (argv[i][12] == 0 || argv[i][12] == '=')) {
+            char *saved = argv[0];
+            argv[0] = "memory";
+            int rc = mp_cmd_memory(argc, argv);
+            argv[0] = saved;
+            return rc;
+        }
     if (cmd[0] == '-') {
         mp_cli_error("unknown option '%s' (see memplan --help)", cmd);
         return MP_EXIT_USAGE;

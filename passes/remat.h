@@ -105,23 +105,28 @@ typedef struct mp_rspace_opts {
     double min_fraction;    /* values under this fraction of the largest droppable are always kept (0) */
 } mp_rspace_opts;
 
+mp_rspace_opts mp_rspace_defaults(void);
+
 /* One way to bring a value back: recompute it before step q by running recipe nodes. */
 typedef struct mp_rcand {
     int32_t value, step;
     int32_t nrecipe, *recipe; /* node ids in order; the last produces value */
     double cost;
     int64_t recipe_peak;      /* extra bytes while the recipe runs, value included */
+    int32_t nfront, *front;   /* droppable recipe inputs inside their gap at step: must be kept or back by step */
 } mp_rcand;
 
 typedef struct mp_rspace {
     const mp_rgraph *rg;
     int32_t *first_use, *last_use; /* nvalues: steps in the store-everything order */
     int64_t *base_live;       /* nnodes: live bytes at each step, store everything (resident included) */
+    int64_t *base_between;    /* nnodes: bytes crossing into step q (alive after q-1 and needed at q or later) */
     int64_t base_peak;
     int64_t resident_bytes;
     int32_t ndrop;            /* droppable values */
     int32_t *drop;            /* ndrop value ids, in producer order */
     int32_t *gap_start, *gap_end; /* nvalues: a_v and b_v of droppable values, -1 otherwise */
+    int32_t *drop_index;      /* nvalues: index into drop, -1 when the value is always kept */
     int32_t ncand;
     mp_rcand *cand;           /* grouped by value in drop order, each group by step */
     int32_t *cand_off;        /* ndrop + 1: candidates of drop[i] are cand[cand_off[i] .. cand_off[i+1]) */
@@ -142,6 +147,12 @@ int mp_rplan_init(const mp_rspace *sp, mp_rplan *p, mp_err *err); /* keeps every
  * q, the recipes of the values recomputed at q (in value order). Fails when
  * the plan breaks the model (a recipe input not resident). */
 int mp_rplan_emit(const mp_rspace *sp, const mp_rplan *p, mp_rsched *s, mp_err *err);
+
+/* The model's count of p (docs/ilp.md): step_peak (nnodes, or NULL) gets the
+ * most bytes alive at each step, its recompute phase included, *peak the
+ * largest (resident included). Equals mp_rsched_count() of the emitted order.
+ * Fails, naming the value, when p breaks the model. */
+int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, int64_t *peak, mp_err *err);
 
 void mp_rplan_free(mp_rplan *p);
 
@@ -175,7 +186,12 @@ typedef struct mp_rsolve_info {
 int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o, mp_rplan *p,
                    mp_rsolve_info *info, mp_err *err);
 
-/* The smallest peak any plan of the space reaches (exact), and one plan that reaches it. */
+/* The smallest peak any plan of the space reaches, and one plan that reaches
+ * it: exact when the search finishes within the time limit; otherwise *peak
+ * is the best plan's and *lower a proven bound below every plan's peak
+ * (*lower == *peak when exact). mp_remat_min_peak drops the bound. */
+int mp_remat_min_peak_range(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *peak, int64_t *lower, mp_rplan *p,
+                            mp_err *err);
 int mp_remat_min_peak(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *peak, mp_rplan *p, mp_err *err);
 
 /* ---- baselines (remat_baselines.c): orders, counted with mp_rsched_count ---- */

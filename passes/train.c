@@ -33,18 +33,21 @@ int mp_train_classify(mp_graph *g, const mp_train_opts *o, mp_err *err)
     for (int32_t i = 0; i < g->nvalues; i++) g->values[i].role = MP_ROLE_ACTIVATION;
     /* inputs: data unless params_as_inputs names a float input with a fixed first dim, or data_inputs lists them */
     bool as_params = o->params_as_inputs || o->data_inputs;
-    int ndata = 0;
+    int ndata = 0, nnamed = 0;
     for (int32_t i = 0; i < g->ninputs; i++) {
         mp_value *v = &g->values[g->inputs[i]];
-        bool data = (v->rank >= 1 && v->dims[0].v < 0) || !mp_dtype_is_float(v->dtype);
+        /* a first dim the file leaves open: symbolic stays so once bound (--batch) */
+        bool data = v->rank >= 1 && (v->dims[0].v < 0 || v->dims[0].sym >= 0);
         if (o->data_inputs) {
             data = false;
             for (const char *const *d = o->data_inputs; *d; d++) data = data || !strcmp(*d, v->name);
+            nnamed += data;
         }
+        data = data || !mp_dtype_is_float(v->dtype); /* token ids are never parameters */
         ndata += data;
         v->role = as_params && !data ? MP_ROLE_PARAM : MP_ROLE_INPUT;
     }
-    if (o->data_inputs && !ndata)
+    if (o->data_inputs && !nnamed)
         return mp_fail(err, "data_inputs: none of the named inputs is a graph input");
     if (as_params && !ndata && g->ninputs)
         return mp_fail(err, "params_as_inputs: no input has a symbolic first dimension, so data inputs cannot be told "

@@ -159,6 +159,16 @@ static bool jstr_is(const char *doc, const char *path, const char *want)
     return p && *p == '"' && jstring(p, s, sizeof s) && !strcmp(s, want);
 }
 
+/* The text of the value of top-level member `key` (*len bytes), NULL when absent. */
+static const char *jmember(const char *doc, const char *key, size_t *len)
+{
+    const char *p = jget(doc, key);
+    const char *end = p ? jvalue(p, 0) : NULL;
+    if (!end) return NULL;
+    *len = (size_t)(end - p);
+    return p;
+}
+
 /* ---- help, version ------------------------------------------------------------ */
 
 START_TEST(help_and_version)
@@ -486,6 +496,15 @@ START_TEST(torch_symbols_and_text)
     ck_assert_int_eq(jint(r.out, "buffers.why.batchnorm_running_stats"), 106);
     run_free(&r);
 
+    /* a name given with --buffers is the reason, even for BatchNorm statistics */
+    r = RUN("inspect", path, "--json", "--buffers", "bn1.running_mean,fc.bias");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_int_eq(jint(r.out, "buffers.why.batchnorm_running_stats"), 105);
+    ck_assert_int_eq(jint(r.out, "buffers.why.named"), 2);
+    ck_assert_int_eq(jint(r.out, "buffers.tensors"), 107);
+    ck_assert_int_eq(jint(r.out, "parameters.count"), 25557032 - 1000);
+    run_free(&r);
+
     r = RUN("inspect", path, "--batch", "32");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "25,557,032"));
@@ -589,6 +608,46 @@ START_TEST(own_model_counts)
 }
 END_TEST
 
+/* The memory command's JSON is inspect's object, member for member (the model as
+ * given, not the training step built from it), plus the memory analysis. */
+START_TEST(memory_json_extends_inspect)
+{
+    const char *model = MEMPLAN_SOURCE "/models/mlp.onnx";
+    if (!file_exists(model)) {
+        printf("skip: %s absent\n", model);
+        return;
+    }
+    run_result in = RUN("inspect", model, "--batch", "4", "--json");
+    run_result mem = RUN("memory", model, "--batch", "4", "--json", "--precision", "bf16");
+    ck_assert_msg(in.status == 0 && json_valid(in.out), "%s", in.err);
+    ck_assert_msg(mem.status == 0 && json_valid(mem.out), "%s", mem.err);
+    int n = 0;
+    for (const char *p = ws(ws(in.out) + 1); *p == '"'; n++) {
+        char key[128];
+        p = ws(jstring(p, key, sizeof key));
+        p = ws(jvalue(p + 1, 0));
+        if (*p == ',') p = ws(p + 1);
+        size_t a, b;
+        const char *x = jmember(in.out, key, &a), *y = jmember(mem.out, key, &b);
+        ck_assert_msg(y != NULL, "memory JSON has no %s", key);
+        if (!strcmp(key, "command")) continue;
+        ck_assert_msg(a == b && !memcmp(x, y, a), "%s differs: %.*s vs %.*s", key, (int)(a < 200 ? a : 200), x,
+                      (int)(b < 200 ? b : 200), y);
+    }
+    ck_assert_int_eq(n, 17);
+    ck_assert(jstr_is(mem.out, "command", "memory"));
+    /* the model's dtypes and counts, though the step works in bf16 */
+    ck_assert(jstr_is(mem.out, "largest_tensors.0.dtype", "float32"));
+    ck_assert_int_eq(jint(mem.out, "nodes"), 5);
+    ck_assert_int_gt(jint(mem.out, "step.phases.backward"), 0);
+    ck_assert_int_gt(jint(mem.out, "memory.peak_bytes"), jint(mem.out, "parameters.bytes"));
+    ck_assert_int_gt(jint(mem.out, "saved_activation_bytes"), 0);
+    ck_assert_ptr_null(jget(mem.out, "inputs.1")); /* the step's labels input is not the model's */
+    run_free(&in);
+    run_free(&mem);
+}
+END_TEST
+
 /* Every model in ../shared/models imports, infers and gives valid JSON (when it
  * uses ops the table has: an unsupported op must be a clean model error). */
 START_TEST(third_party_models_give_valid_json_or_clean_errors)
@@ -635,6 +694,7 @@ static Suite *cli_suite(void)
     tcase_add_test(t, torch_symbols_and_text);
     tcase_add_test(t, torch_cropped_mask_is_a_buffer);
     tcase_add_test(t, topo_sort_and_subgraph_counts);
+    tcase_add_test(t, memory_json_extends_inspect);
     tcase_add_loop_test(t, own_model_counts, 0, (int)(sizeof own_models / sizeof *own_models));
     tcase_add_test(t, third_party_models_give_valid_json_or_clean_errors);
     suite_add_tcase(s, t);

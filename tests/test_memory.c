@@ -15,6 +15,7 @@
 #include "frontend/onnx.h"
 #include "passes/memory.h"
 #include "passes/schedule.h"
+#include "passes/train.h"
 #include "run_memplan.h" /* defines: RUN, run_result, run_free */
 
 
@@ -201,7 +202,8 @@ START_TEST(test_training_step)
     /* the gradient lives from its producer to the last optimizer update */
     ck_assert_int_eq(m.lt.start[gw], 3);
     ck_assert_int_eq(m.lt.end[gw], 5);
-    /* y and the data input x are read by the backward; w is a parameter, so not counted */
+    /* y and the data input x are read by the backward; w is a parameter, and l is
+     * the loss's (LOSS phase, not the forward's: docs/json.md), so neither counts */
     ck_assert_int_eq(m.saved_activation_bytes, 3000);
     ck_assert_int_eq(m.phase_nodes[MP_PHASE_BACKWARD], 2);
     mp_memory_free(&m);
@@ -247,6 +249,59 @@ START_TEST(test_schedule_check_and_unbound)
     ck_assert_int_eq(m.peak_bytes, 64 + 64 + 64);
     ck_assert_int_eq(m.peak_step, 1);
     mp_memory_free(&m);
+    mp_graph_free(g);
+}
+END_TEST
+
+/* ---- the roles memory is counted by (mp_train_classify, which inspect reports) ---- */
+
+/* Weights given as graph inputs: x[batch, 4] data, ids[2] int64, w[4, 4] float. */
+static mp_graph *inputs_graph(int32_t *x, int32_t *ids, int32_t *w)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    *x = mp_graph_add_value(g, "x");
+    mp_value_set(g, *x, MP_FLOAT, 2, (mp_dim[]){mp_sym_dim(g, "batch"), mp_dim_of(4)});
+    *ids = mp_graph_add_value(g, "ids");
+    mp_value_set(g, *ids, MP_INT64, 1, (mp_dim[]){mp_dim_of(2)});
+    *w = mp_graph_add_value(g, "w");
+    mp_value_set(g, *w, MP_FLOAT, 2, (mp_dim[]){mp_dim_of(4), mp_dim_of(4)});
+    g->inputs = mp_arena_dup(g->arena, (int32_t[]){*x, *ids, *w}, 3 * sizeof(int32_t));
+    g->ninputs = 3;
+    for (int i = 0; i < 3; i++) g->values[g->inputs[i]].flags |= MP_VAL_INPUT;
+    return g;
+}
+
+START_TEST(test_classify_inputs)
+{
+    int32_t x, ids, w;
+    mp_graph *g = inputs_graph(&x, &ids, &w);
+    mp_err err = {{0}};
+    mp_train_opts o = mp_train_defaults();
+    /* named data inputs: an integer input not named stays an input (token ids are never weights) */
+    o.data_inputs = (const char *const[]){"x", NULL};
+    ck_assert_msg(!mp_train_classify(g, &o, &err), "%s", err.msg);
+    ck_assert_int_eq(g->values[x].role, MP_ROLE_INPUT);
+    ck_assert_int_eq(g->values[ids].role, MP_ROLE_INPUT);
+    ck_assert_int_eq(g->values[w].role, MP_ROLE_PARAM);
+    o.data_inputs = (const char *const[]){"nosuch", NULL};
+    ck_assert_int_eq(mp_train_classify(g, &o, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "data_inputs"));
+
+    /* told by the symbolic first dim, before and after --batch binds it (the
+     * memory command classifies again once bound) */
+    o.data_inputs = NULL;
+    o.params_as_inputs = true;
+    for (int bound = 0; bound < 2; bound++) {
+        if (bound) {
+            mp_symbol_bind(g, "batch", 8);
+            mp_value_set(g, x, MP_FLOAT, 2, g->values[x].dims);
+            ck_assert_int_eq(g->values[x].dims[0].v, 8);
+        }
+        ck_assert_msg(!mp_train_classify(g, &o, &err), "bound %d: %s", bound, err.msg);
+        ck_assert_int_eq(g->values[x].role, MP_ROLE_INPUT);
+        ck_assert_int_eq(g->values[ids].role, MP_ROLE_INPUT);
+        ck_assert_int_eq(g->values[w].role, MP_ROLE_PARAM);
+    }
     mp_graph_free(g);
 }
 END_TEST
@@ -428,14 +483,18 @@ START_TEST(test_cli_timeline)
     unlink(path);
     run_free(&r);
 
-    /* the training step's timeline has one row per node of the step */
+    /* the training step's timeline has one row per node of the step (its phases;
+     * "nodes" counts the model's) */
     r = RUN(MODEL("cnn_bn.onnx"), "--batch", "2", "--json", "--timeline", path);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    const char *nodes = strstr(r.out, "\n  \"nodes\": ");
-    ck_assert_ptr_nonnull(nodes);
+    long long steps = 0;
+    static const char *const phases[] = {"forward", "loss", "backward", "optimizer"};
+    for (int p = 0; p < 4; p++) steps += json_int(r.out, "phases", phases[p]);
+    ck_assert_int_gt(json_int(r.out, "phases", "backward"), 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "\n  \"nodes\": 10,"));
     csv = slurp(path, NULL);
     ck_assert_ptr_nonnull(csv);
-    ck_assert_int_eq(count_lines(csv), strtol(nodes + 12, NULL, 10) + 1);
+    ck_assert_int_eq(count_lines(csv), steps + 1);
     free(csv);
     unlink(path);
     run_free(&r);
@@ -529,6 +588,7 @@ int main(void)
     tcase_add_test(t, test_alias_not_double_counted);
     tcase_add_test(t, test_training_step);
     tcase_add_test(t, test_schedule_check_and_unbound);
+    tcase_add_test(t, test_classify_inputs);
     suite_add_tcase(s, t);
     t = tcase_create("models");
     tcase_set_timeout(t, 300);

@@ -1,0 +1,765 @@
+/* plan.c - `memplan MODEL.onnx --budget B ...` and `memplan --graph-json FILE
+ * --budget B`: which activations to keep and which to recompute so that the
+ * step fits the budget (passes/remat.h), compared with the baselines, and
+ * --batch max, the largest batch that fits. The memory command hands over
+ * here when a planning option is given (docs/cli.md).
+ *
+ * A plan is always recounted (mp_rsched_count) before it is shown: nothing
+ * above the usable budget is ever printed or written. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "json.h"
+#include "passes/cost.h"   /* mp_gpu_find, the GPU table */
+#include "passes/remat.h"  /* mp_rgraph, mp_rspace, mp_remat_solve, baselines */
+
+const char *const mp_cli_strategy_names[] = {"ilp", "none", "all", "sqrt", "greedy", NULL};
+enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
+
+#define DEFAULT_RESERVE (INT64_C(512) << 20)
+#define DEFAULT_TIME_LIMIT 5.0
+#define MAX_TIME_LIMIT 86400.0
+#define BATCH_MAX_CAP (INT64_C(1) << 20)
+
+static double mib(int64_t b) { return b / (1024.0 * 1024.0); }
+
+/* ---- the budget grammar ----------------------------------------------------------- */
+
+static const struct {
+    const char *suffix;
+    int64_t unit;
+} byte_units[] = {
+    {"", 1},          {"B", 1},
+    {"KB", 1000},     {"KiB", INT64_C(1) << 10},
+    {"MB", 1000000},  {"MiB", INT64_C(1) << 20},
+    {"GB", INT64_C(1000000000)},    {"GiB", INT64_C(1) << 30},
+    {"TB", INT64_C(1000000000000)}, {"TiB", INT64_C(1) << 40},
+};
+
+int mp_cli_parse_bytes(const char *what, const char *s, bool allow_pct, int64_t *bytes, double *pct)
+{
+    /* digits [. digits] then a unit: exact in integers, rounded to the nearest byte */
+    const char *p = s;
+    __int128 whole = 0, frac = 0, scale = 1;
+    int ndigits = 0;
+    while (isdigit((unsigned char)*p) && ndigits < 19) whole = whole * 10 + (*p++ - '0'), ndigits++;
+    if (ndigits == 0 && *p != '.') goto bad;
+    if (isdigit((unsigned char)*p)) goto range;
+    if (*p == '.') {
+        p++;
+        int nf = 0;
+        while (isdigit((unsigned char)*p) && nf < 18) frac = frac * 10 + (*p++ - '0'), scale *= 10, nf++;
+        if (nf == 0 && ndigits == 0) goto bad;
+        while (isdigit((unsigned char)*p)) p++; /* digits past 10^-18 cannot change a byte count */
+    }
+    if (*p == '%') {
+        if (!allow_pct || p[1]) goto bad;
+        double v = (double)whole + (double)frac / (double)scale;
+        if (!(v > 0) || v > 10000) {
+            mp_cli_error("%s: %s is out of range (a percentage in (0, 10000])", what, s);
+            return -1;
+        }
+        *pct = v;
+        *bytes = -1;
+        return 0;
+    }
+    for (size_t u = 0; u < sizeof byte_units / sizeof *byte_units; u++) {
+        if (strcmp(p, byte_units[u].suffix)) continue;
+        if (whole > INT64_MAX / byte_units[u].unit) goto range; /* and then nothing below overflows 128 bits */
+        __int128 b = (whole * scale + frac) * byte_units[u].unit;
+        if (b % scale && byte_units[u].unit == 1) goto whole_bytes;
+        b = (b + scale / 2) / scale;
+        if (b > INT64_MAX) goto range;
+        *bytes = (int64_t)b;
+        if (pct) *pct = 0;
+        return 0;
+    }
+bad:
+    mp_cli_error("%s: '%.100s' is not a size (e.g. 24GB = 24*10^9 bytes, 24GiB = 24*2^30, 123456789B%s)", what, s,
+                 allow_pct ? ", 80%" : "");
+    return -1;
+whole_bytes:
+    mp_cli_error("%s: '%.100s' is not a whole number of bytes", what, s);
+    return -1;
+range:
+    mp_cli_error("%s: %.100s is out of range (at most 2^63-1 bytes)", what, s);
+    return -1;
+}
+
+int mp_cli_plan_option(mp_cli_opts *o, int id, const char *val)
+{
+    switch (id) {
+    case MP_OPT_BUDGET:
+        if (o->budget_bytes >= 0 || o->budget_pct > 0) break;
+        if (mp_cli_parse_bytes("--budget", val, true, &o->budget_bytes, &o->budget_pct)) return -1;
+        if (o->budget_bytes == 0) {
+            mp_cli_error("--budget: %s is no memory at all", val);
+            return -1;
+        }
+        return 0;
+    case MP_OPT_RESERVE:
+        if (o->reserve_bytes >= 0) break;
+        return mp_cli_parse_bytes("--reserve", val, false, &o->reserve_bytes, NULL);
+    case MP_OPT_GPU:
+        if (o->gpu) break;
+        o->gpu = val;
+        return 0;
+    case MP_OPT_STRATEGY:
+        if (o->strategy >= 0) break;
+        for (int i = 0; mp_cli_strategy_names[i]; i++)
+            if (!strcmp(val, mp_cli_strategy_names[i])) {
+                o->strategy = i;
+                return 0;
+            }
+        mp_cli_error("--strategy: unknown value '%.100s' (one of ilp, none, all, sqrt, greedy)", val);
+        return -1;
+    case MP_OPT_TIME_LIMIT: {
+        if (o->time_limit >= 0) break;
+        char *end;
+        errno = 0;
+        double t = strtod(val, &end);
+        if (errno || *end || end == val || !isdigit((unsigned char)val[0]) || !(t > 0) || t > MAX_TIME_LIMIT) {
+            mp_cli_error("--time-limit: '%.100s' is not a number of seconds in (0, %.0f]", val, MAX_TIME_LIMIT);
+            return -1;
+        }
+        o->time_limit = t;
+        return 0;
+    }
+    case MP_OPT_SCHEDULE:
+        if (o->schedule) break;
+        o->schedule = val;
+        return 0;
+    case MP_OPT_GRAPH_JSON:
+        if (o->graph_json) break;
+        o->graph_json = val;
+        return 0;
+    default: return 0;
+    }
+    mp_cli_error("%s given twice", id == MP_OPT_BUDGET ? "--budget" : id == MP_OPT_RESERVE ? "--reserve" :
+                 id == MP_OPT_GPU ? "--gpu" : id == MP_OPT_STRATEGY ? "--strategy" :
+                 id == MP_OPT_TIME_LIMIT ? "--time-limit" : id == MP_OPT_SCHEDULE ? "--schedule" : "--graph-json");
+    return -1;
+}
+
+bool mp_cli_plan_wanted(const mp_cli_opts *o)
+{
+    return o->budget_bytes >= 0 || o->budget_pct > 0 || o->gpu || o->graph_json || o->batch_max ||
+           o->reserve_bytes >= 0 || o->strategy >= 0 || o->time_limit >= 0 || o->schedule;
+}
+
+/* ---- one plan ------------------------------------------------------------------------ */
+
+typedef struct baseline_row {
+    bool ok;                    /* the baseline produced an order (greedy fails when it cannot fit) */
+    int64_t peak;
+    double overhead_pct;
+} baseline_row;
+
+typedef struct plan {
+    const mp_cli_opts *o;
+    const char *source;         /* the model or graph file, for messages */
+    mp_cli_step step;           /* the ONNX step; unused for --graph-json */
+    bool onnx;
+    mp_rgraph rg;
+    const mp_gpu *gpu;          /* NULL: --graph-json without --gpu */
+    int64_t budget, reserve, usable;
+    int strategy;
+    double time_limit;
+    mp_rsched identity;
+    mp_rcount base;             /* the store-everything order */
+    mp_rspace sp;
+    bool have_sp;
+    mp_rplan rp;
+    bool have_rp;
+    mp_rsched order;            /* the plan's order */
+    mp_rcount count;            /* its recount */
+    mp_rsolve_info info;
+    bool solved;                /* info holds a solver run */
+    const char *status;         /* "optimal", "feasible", "baseline", "min-peak" */
+    uint8_t *recomputed;        /* nvalues: recomputed by the order */
+    int32_t nkept, nrecomputed;
+    baseline_row rows[MP_RBASE_COUNT];
+    /* --batch max */
+    bool batch_max;
+    int64_t batch, batch_plain; /* largest batch that fits with recomputation, without */
+    int probes;
+    bool capped;
+} plan;
+
+static double overhead_pct(const plan *p, double recompute_cost)
+{
+    return p->base.cost > 0 ? 100.0 * recompute_cost / p->base.cost : 0;
+}
+
+static void plan_free(plan *p)
+{
+    mp_rsched_free(&p->identity);
+    mp_rsched_free(&p->order);
+    if (p->have_rp) mp_rplan_free(&p->rp);
+    if (p->have_sp) mp_rspace_free(&p->sp);
+    mp_rgraph_free(&p->rg);
+    free(p->recomputed);
+    if (p->onnx) mp_cli_step_free(&p->step);
+    p->have_rp = p->have_sp = false;
+    p->recomputed = NULL;
+    p->onnx = false;
+}
+
+/* A value's name: the IR value's for a model, its producer's id for a graph file. */
+static const char *value_name(const plan *p, int32_t v)
+{
+    if (p->onnx && p->rg.value_id[v] >= 0) return p->step.g->values[p->rg.value_id[v]].name;
+    return p->rg.producer[v] >= 0 ? p->rg.node_name[p->rg.producer[v]] : "(resident)";
+}
+
+static mp_rsolve_opts solve_opts(const plan *p, const mp_rplan *warm)
+{
+    mp_rsolve_opts so = mp_rsolve_defaults();
+    so.time_limit = p->time_limit;
+    so.progress = isatty(STDERR_FILENO); /* long solves show progress on a terminal only */
+    so.warm = warm;
+    return so;
+}
+
+/* The exit-3 line: the budget, the smallest feasible budget, what dominates it. */
+static int report_infeasible(plan *p, const char *why)
+{
+    mp_err err = {{0}};
+    mp_rsolve_opts so = solve_opts(p, NULL);
+    int64_t min_peak, lower;
+    mp_rplan mp;
+    if (mp_remat_min_peak_range(&p->sp, &so, &min_peak, &lower, &mp, &err)) {
+        mp_cli_model_error(p->source, err.msg);
+        return MP_EXIT_USAGE;
+    }
+    /* the live set at the min-peak plan's peak, and the resident part of it */
+    mp_rsched o;
+    mp_rcount c = {0};
+    bool have = mp_rplan_emit(&p->sp, &mp, &o, &err) == 0 && mp_rsched_count(&p->rg, &o, &c, &err) == 0;
+    int32_t at = have && c.peak_entry >= 0 && c.peak_entry < o.n ? o.node[c.peak_entry] : -1;
+    if (have) mp_rsched_free(&o);
+    int64_t footprint = 0; /* what the node at the peak needs at once: its inputs and outputs */
+    for (int32_t k = at >= 0 ? p->rg.in_off[at] : 0; at >= 0 && k < p->rg.in_off[at + 1]; k++)
+        if (p->rg.producer[p->rg.in[k]] >= 0) footprint += p->rg.bytes[p->rg.in[k]];
+    for (int32_t k = at >= 0 ? p->rg.out_off[at] : 0; at >= 0 && k < p->rg.out_off[at + 1]; k++)
+        footprint += p->rg.bytes[p->rg.out[k]];
+    mp_rplan_free(&mp);
+    int64_t resident = 0, params_state = 0;
+    for (int32_t v = 0; v < p->rg.nvalues; v++) {
+        if (p->rg.producer[v] >= 0) continue;
+        resident += p->rg.bytes[v];
+        if (p->onnx && p->rg.value_id[v] >= 0) {
+            mp_mem_cat cat = (mp_mem_cat)p->step.mem.cat[p->rg.value_id[v]];
+            if (cat == MP_MEM_PARAMS || cat == MP_MEM_OPT_STATE) params_state += p->rg.bytes[v];
+        }
+    }
+    if (have && c.peak_bytes > min_peak) min_peak = c.peak_bytes; /* the recount is the referee */
+    char dom[256];
+    if (p->usable <= 0)
+        snprintf(dom, sizeof dom, "the reserve alone (%.2f MiB, --reserve) takes the whole budget", mib(p->reserve));
+    else if (p->onnx && params_state > p->usable)
+        snprintf(dom, sizeof dom, "parameters + optimizer state alone take %.2f MiB", mib(params_state));
+    else if (resident > p->usable)
+        snprintf(dom, sizeof dom, "resident tensors (parameters, optimizer state, buffers, inputs) alone take %.2f MiB",
+                 mib(resident));
+    else
+        snprintf(dom, sizeof dom, "the least peak any plan reaches is %.2f MiB, at node %.60s (its inputs and "
+                 "outputs take %.2f MiB, resident tensors %.2f MiB)", mib(min_peak),
+                 at >= 0 ? p->rg.node_name[at] : "?",
+                 mib(footprint), mib(resident));
+    int64_t smallest = min_peak, floor_budget = lower;
+    if (!mp_add_ok(min_peak, p->reserve, &smallest)) smallest = INT64_MAX;
+    if (!mp_add_ok(lower, p->reserve, &floor_budget)) floor_budget = INT64_MAX;
+    const char *how = p->strategy == STRATEGY_ILP ? "" : ", with --strategy ilp";
+    if (floor_budget >= smallest)
+        mp_cli_error("%s: budget %lld bytes (%.2f MiB; usable %.2f MiB after a %.2f MiB reserve) %s: the smallest "
+                     "feasible budget is %lld bytes (%.2f MiB%s); %s",
+                     p->source, (long long)p->budget, mib(p->budget), mib(p->usable), mib(p->reserve), why,
+                     (long long)smallest, mib(smallest), how, dom);
+    else /* the search ran out of time: say what is proven on both sides */
+        mp_cli_error("%s: budget %lld bytes (%.2f MiB; usable %.2f MiB after a %.2f MiB reserve) %s: the smallest "
+                     "feasible budget lies between %lld and %lld bytes (%.2f-%.2f MiB%s; the search stopped at the "
+                     "time limit, raise --time-limit to narrow it); %s",
+                     p->source, (long long)p->budget, mib(p->budget), mib(p->usable), mib(p->reserve), why,
+                     (long long)floor_budget, (long long)smallest, mib(floor_budget), mib(smallest), how, dom);
+    return MP_EXIT_INFEASIBLE;
+}
+
+/* The ILP's plan: solved, emitted, recounted. A solve that finds nothing in
+ * time is retried from the least-peak plan, which is itself a plan when it fits. */
+static int plan_ilp(plan *p, bool *fits)
+{
+    mp_err err = {{0}};
+    *fits = false;
+    mp_rsolve_opts so = solve_opts(p, NULL);
+    memset(&p->rp, 0, sizeof p->rp);
+    if (mp_remat_solve(&p->sp, p->usable, &so, &p->rp, &p->info, &err)) goto fail;
+    p->have_rp = true;
+    p->solved = true;
+    p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
+    if (p->info.status == MP_RSOLVE_INFEASIBLE) {
+        int64_t min_peak;
+        mp_rplan mp;
+        if (mp_remat_min_peak(&p->sp, &so, &min_peak, &mp, &err)) goto fail;
+        if (min_peak > p->usable) {
+            mp_rplan_free(&mp);
+            return 0;
+        }
+        mp_rsolve_opts warm = solve_opts(p, &mp);
+        mp_rplan_free(&p->rp);
+        if (mp_remat_solve(&p->sp, p->usable, &warm, &p->rp, &p->info, &err) ||
+            p->info.status == MP_RSOLVE_INFEASIBLE) {
+            mp_rplan_free(&p->rp);
+            p->rp = mp; /* the least-peak plan fits: use it */
+            p->status = "min-peak";
+        } else {
+            mp_rplan_free(&mp);
+            p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
+        }
+    }
+    if (mp_rplan_emit(&p->sp, &p->rp, &p->order, &err) || mp_rsched_count(&p->rg, &p->order, &p->count, &err))
+        goto fail;
+    if (p->count.peak_bytes > p->usable) {
+        mp_cli_model_error(p->source, "the solver's plan recounts above the usable budget: refusing it (a bug: "
+                           "please report it)");
+        return -1;
+    }
+    *fits = true;
+    return 0;
+fail:
+    mp_cli_model_error(p->source, err.msg);
+    return -1;
+}
+
+/* Fills recomputed[] from the order and counts kept (droppable, not recomputed) values. */
+static int mark_recomputed(plan *p)
+{
+    p->recomputed = calloc((size_t)p->rg.nvalues + 1, 1);
+    if (!p->recomputed) {
+        mp_cli_error("out of memory");
+        return -1;
+    }
+    for (int32_t e = 0; e < p->order.n; e++) {
+        if (!p->order.recompute[e]) continue;
+        int32_t u = p->order.node[e];
+        for (int32_t k = p->rg.out_off[u]; k < p->rg.out_off[u + 1]; k++) p->recomputed[p->rg.out[k]] = 1;
+    }
+    p->nkept = p->nrecomputed = 0;
+    for (int32_t v = 0; v < p->rg.nvalues; v++) p->nrecomputed += p->recomputed[v];
+    for (int32_t i = 0; i < p->sp.ndrop; i++) p->nkept += !p->recomputed[p->sp.drop[i]];
+    return 0;
+}
+
+/* Plans p->rg: budget, usable, strategy, baselines. MP_EXIT_OK, MP_EXIT_INFEASIBLE
+ * (reported unless quiet), or MP_EXIT_USAGE (reported). */
+static int plan_graph(plan *p, bool quiet, bool baselines)
+{
+    const mp_cli_opts *o = p->o;
+    mp_err err = {{0}};
+    if (mp_rsched_identity(&p->rg, &p->identity, &err) || mp_rsched_count(&p->rg, &p->identity, &p->base, &err)) {
+        mp_cli_model_error(p->source, err.msg);
+        return MP_EXIT_USAGE;
+    }
+    if (o->budget_pct > 0) /* exact for whole percentages: the product fits a long double's 64-bit mantissa */
+        p->budget = (int64_t)ceill((long double)p->base.peak_bytes * o->budget_pct / 100.0L);
+    else if (o->budget_bytes >= 0) p->budget = o->budget_bytes;
+    else p->budget = p->gpu->memory_bytes;
+    p->reserve = o->reserve_bytes >= 0 ? o->reserve_bytes : p->onnx ? DEFAULT_RESERVE : 0;
+    p->usable = p->budget - p->reserve;
+    p->strategy = o->strategy >= 0 ? o->strategy : STRATEGY_ILP;
+    p->time_limit = o->time_limit > 0 ? o->time_limit : DEFAULT_TIME_LIMIT;
+    if (mp_rspace_build(&p->rg, NULL, &p->sp, &err)) {
+        mp_cli_model_error(p->source, err.msg);
+        return MP_EXIT_USAGE;
+    }
+    p->have_sp = true;
+
+    bool fits = false;
+    if (p->usable <= 0) {
+        if (quiet) return MP_EXIT_INFEASIBLE;
+        return report_infeasible(p, "leaves nothing after the reserve");
+    }
+    if (p->strategy == STRATEGY_ILP) {
+        if (plan_ilp(p, &fits)) return MP_EXIT_USAGE;
+    } else {
+        mp_rbaseline b = (mp_rbaseline)(p->strategy - 1);
+        p->status = "baseline";
+        if (mp_remat_baseline(&p->rg, b, p->usable, &p->order, &err) == 0) {
+            if (mp_rsched_count(&p->rg, &p->order, &p->count, &err)) {
+                mp_cli_model_error(p->source, err.msg);
+                return MP_EXIT_USAGE;
+            }
+            fits = p->count.peak_bytes <= p->usable;
+            if (!fits) mp_rsched_free(&p->order);
+        } else if (b != MP_RBASE_GREEDY) { /* greedy fails when it cannot fit; the others are bugs */
+            mp_cli_model_error(p->source, err.msg);
+            return MP_EXIT_USAGE;
+        }
+    }
+    if (!fits) {
+        if (quiet) return MP_EXIT_INFEASIBLE;
+        char why[160];
+        if (p->strategy == STRATEGY_ILP) snprintf(why, sizeof why, "cannot be met");
+        else snprintf(why, sizeof why, "cannot be met by --strategy %s", mp_cli_strategy_names[p->strategy]);
+        return report_infeasible(p, why);
+    }
+    if (mark_recomputed(p)) return MP_EXIT_USAGE;
+    for (int b = 0; baselines && b < MP_RBASE_COUNT; b++) {
+        mp_rsched s;
+        mp_rcount c;
+        baseline_row *r = &p->rows[b];
+        r->ok = mp_remat_baseline(&p->rg, (mp_rbaseline)b, p->usable, &s, &err) == 0;
+        if (r->ok) {
+            r->ok = mp_rsched_count(&p->rg, &s, &c, &err) == 0;
+            mp_rsched_free(&s);
+        }
+        if (r->ok) {
+            r->peak = c.peak_bytes;
+            r->overhead_pct = overhead_pct(p, c.recompute_cost);
+        }
+    }
+    return MP_EXIT_OK;
+}
+
+/* Loads the model at o's batch (or the graph file) into p->rg. */
+static int load_graph(plan *p, const mp_cli_opts *o)
+{
+    mp_err err = {{0}};
+    if (o->graph_json) {
+        p->source = o->graph_json;
+        if (mp_rgraph_from_json(o->graph_json, &p->rg, &err)) {
+            mp_cli_model_error(o->graph_json, err.msg);
+            return -1;
+        }
+        return 0;
+    }
+    p->source = o->model;
+    if (mp_cli_step_load(o, &p->step)) return -1;
+    p->onnx = true;
+    if (mp_rgraph_from_training(p->step.g, &p->step.sched, &p->step.mem.lt, p->gpu, &p->rg, &err)) {
+        mp_cli_model_error(o->model, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- output ---------------------------------------------------------------------------- */
+
+static const char *fits_str(const plan *p, const baseline_row *r)
+{
+    return !r->ok ? "fails" : r->peak <= p->usable ? "yes" : "no";
+}
+
+static void print_plan_text(FILE *f, const plan *p)
+{
+    if (p->batch_max) {
+        fprintf(f, "%-18s%lld with recomputation (overhead %.2f %%), %lld without%s\n", "largest batch",
+                (long long)p->batch, overhead_pct(p, p->count.recompute_cost), (long long)p->batch_plain,
+                p->capped ? " (the search stops at 2^20)" : "");
+        if (p->batch_plain == 0) fprintf(f, "%-18s%s\n", "", "(even batch 1 needs recomputation)");
+    }
+    fprintf(f, "%-18s%.2f MiB (%lld bytes)\n", "budget", mib(p->budget), (long long)p->budget);
+    fprintf(f, "%-18s%.2f MiB\n", "reserve", mib(p->reserve));
+    fprintf(f, "%-18s%.2f MiB\n", "usable", mib(p->usable));
+    if (p->gpu) fprintf(f, "%-18s%s (%s)\n", "gpu", p->gpu->name, p->gpu->full_name);
+    fprintf(f, "%-18s%s\n", "strategy", mp_cli_strategy_names[p->strategy]);
+    fprintf(f, "%-18s%.2f MiB (store everything: %.2f MiB)\n", "planned peak", mib(p->count.peak_bytes),
+            mib(p->base.peak_bytes));
+    if (p->onnx) /* seconds from the cost model */
+        fprintf(f, "%-18s%.2f %% of the step time (%.3f of %.3f ms)\n", "recompute",
+                overhead_pct(p, p->count.recompute_cost), 1e3 * p->count.recompute_cost, 1e3 * p->base.cost);
+    else /* the file's own cost units */
+        fprintf(f, "%-18s%.2f %% of the step cost (%.6g of %.6g)\n", "recompute",
+                overhead_pct(p, p->count.recompute_cost), p->count.recompute_cost, p->base.cost);
+    fprintf(f, "%-18skept %d, recomputed %d (%d values could be dropped)\n", "values", (int)p->nkept,
+            (int)p->nrecomputed, (int)p->sp.ndrop);
+    if (p->solved)
+        fprintf(f, "%-18s%s in %.2f s, MIP gap %.2f %%, LP bound %.2f %% overhead\n", "solver", p->status,
+                p->info.seconds, 100 * p->info.mip_gap, overhead_pct(p, p->info.lp_bound));
+    else
+        fprintf(f, "%-18s%s (no solver run)\n", "solver", p->status);
+    fprintf(f, "%-18s%14s %10s %6s\n", "compared", "peak (MiB)", "overhead", "fits");
+    char chosen[32];
+    snprintf(chosen, sizeof chosen, "plan (%s)", mp_cli_strategy_names[p->strategy]);
+    fprintf(f, "  %-16s%14.2f %8.2f %% %6s\n", chosen, mib(p->count.peak_bytes),
+            overhead_pct(p, p->count.recompute_cost), "yes");
+    for (int b = 0; b < MP_RBASE_COUNT; b++) {
+        const baseline_row *r = &p->rows[b];
+        if (r->ok)
+            fprintf(f, "  %-16s%14.2f %8.2f %% %6s\n", mp_rbaseline_names[b], mib(r->peak), r->overhead_pct,
+                    fits_str(p, r));
+        else
+            fprintf(f, "  %-16s%14s %10s %6s\n", mp_rbaseline_names[b], "-", "-", "fails");
+    }
+}
+
+static void json_names(mp_json *j, const plan *p, bool recomputed)
+{
+    mp_json_begin_array(j);
+    if (recomputed) {
+        for (int32_t v = 0; v < p->rg.nvalues; v++)
+            if (p->recomputed[v]) mp_json_str(j, value_name(p, v));
+    } else {
+        for (int32_t i = 0; i < p->sp.ndrop; i++)
+            if (!p->recomputed[p->sp.drop[i]]) mp_json_str(j, value_name(p, p->sp.drop[i]));
+    }
+    mp_json_end(j);
+}
+
+/* The planning members of the top-level object. */
+static void plan_json(mp_json *j, const void *ctx)
+{
+    const plan *p = ctx;
+    if (p->batch_max) {
+        mp_json_key(j, "batch_max");
+        mp_json_begin_object(j);
+        mp_json_key(j, "batch");
+        mp_json_int(j, p->batch);
+        mp_json_key(j, "recompute_overhead_pct");
+        mp_json_num(j, overhead_pct(p, p->count.recompute_cost));
+        mp_json_key(j, "peak_bytes");
+        mp_json_int(j, p->count.peak_bytes);
+        mp_json_key(j, "batch_without_recompute");
+        mp_json_int(j, p->batch_plain);
+        mp_json_key(j, "capped");
+        mp_json_bool(j, p->capped);
+        mp_json_key(j, "probes");
+        mp_json_int(j, p->probes);
+        mp_json_end(j);
+    }
+    mp_json_key(j, "plan");
+    mp_json_begin_object(j);
+    mp_json_key(j, "budget_bytes");
+    mp_json_int(j, p->budget);
+    mp_json_key(j, "reserve_bytes");
+    mp_json_int(j, p->reserve);
+    mp_json_key(j, "usable_bytes");
+    mp_json_int(j, p->usable);
+    mp_json_key(j, "gpu");
+    mp_json_str(j, p->gpu ? p->gpu->name : NULL);
+    mp_json_key(j, "strategy");
+    mp_json_str(j, mp_cli_strategy_names[p->strategy]);
+    mp_json_key(j, "peak_bytes");
+    mp_json_int(j, p->count.peak_bytes);
+    mp_json_key(j, "store_everything_peak_bytes");
+    mp_json_int(j, p->base.peak_bytes);
+    mp_json_key(j, "recompute_overhead_pct");
+    mp_json_num(j, overhead_pct(p, p->count.recompute_cost));
+    mp_json_key(j, "recompute_cost");
+    mp_json_num(j, p->count.recompute_cost);
+    mp_json_key(j, "step_cost");
+    mp_json_num(j, p->base.cost);
+    mp_json_key(j, "kept");
+    json_names(j, p, false);
+    mp_json_key(j, "recomputed");
+    json_names(j, p, true);
+    mp_json_end(j);
+    mp_json_key(j, "solver");
+    mp_json_begin_object(j);
+    mp_json_key(j, "status");
+    mp_json_str(j, p->status);
+    mp_json_key(j, "seconds");
+    if (p->solved) mp_json_num(j, p->info.seconds);
+    else mp_json_null(j);
+    mp_json_key(j, "mip_gap");
+    if (p->solved) mp_json_num(j, p->info.mip_gap);
+    else mp_json_null(j);
+    mp_json_key(j, "lp_bound");
+    if (p->solved) mp_json_num(j, p->info.lp_bound);
+    else mp_json_null(j);
+    mp_json_end(j);
+    mp_json_key(j, "baselines");
+    mp_json_begin_object(j);
+    for (int b = 0; b < MP_RBASE_COUNT; b++) {
+        const baseline_row *r = &p->rows[b];
+        mp_json_key(j, mp_rbaseline_names[b]);
+        mp_json_begin_object(j);
+        mp_json_key(j, "peak_bytes");
+        if (r->ok) mp_json_int(j, r->peak);
+        else mp_json_null(j);
+        mp_json_key(j, "recompute_overhead_pct");
+        if (r->ok) mp_json_num(j, r->overhead_pct);
+        else mp_json_null(j);
+        mp_json_key(j, "fits");
+        mp_json_bool(j, r->ok && r->peak <= p->usable);
+        mp_json_end(j);
+    }
+    mp_json_end(j);
+}
+
+/* A graph file has no memory analysis: a header of its own, then the plan. */
+static int render_graph(FILE *f, const plan *p, bool json)
+{
+    int64_t resident = 0;
+    for (int32_t v = 0; v < p->rg.nvalues; v++)
+        if (p->rg.producer[v] < 0) resident += p->rg.bytes[v];
+    if (!json) {
+        fprintf(f, "%-18s%s\n", "graph", p->o->graph_json);
+        fprintf(f, "%-18s%d (values %d, resident %.2f MiB)\n\n", "nodes", (int)p->rg.nnodes, (int)p->rg.nvalues,
+                mib(resident));
+        print_plan_text(f, p);
+        return 0;
+    }
+    mp_json j;
+    mp_json_init(&j, f, 2);
+    mp_json_begin_object(&j);
+    mp_json_key(&j, "memplan_version");
+    mp_json_str(&j, MEMPLAN_VERSION);
+    mp_json_key(&j, "command");
+    mp_json_str(&j, "plan");
+    mp_json_key(&j, "file");
+    mp_json_str(&j, p->o->graph_json);
+    mp_json_key(&j, "graph");
+    mp_json_begin_object(&j);
+    mp_json_key(&j, "nodes");
+    mp_json_int(&j, p->rg.nnodes);
+    mp_json_key(&j, "values");
+    mp_json_int(&j, p->rg.nvalues);
+    mp_json_key(&j, "resident_bytes");
+    mp_json_int(&j, resident);
+    mp_json_end(&j);
+    plan_json(&j, p);
+    mp_json_end(&j);
+    return mp_json_finish(&j);
+}
+
+static int render(FILE *f, const void *ctx, bool json)
+{
+    plan *p = (plan *)ctx;
+    if (!p->onnx) return render_graph(f, p, json);
+    if (json) {
+        p->step.json_extra = plan_json;
+        p->step.json_extra_ctx = p;
+        return mp_cli_step_render(f, &p->step, true);
+    }
+    if (mp_cli_step_render(f, &p->step, false)) return -1;
+    fputc('\n', f);
+    print_plan_text(f, p);
+    return 0;
+}
+
+/* ---- --batch max ---------------------------------------------------------------------- */
+
+/* Plans the model at batch b quietly: 1 fits (with recomputation), 0 does not, -1 error.
+ * *plain: fits without recomputation. */
+static int probe(plan *p, const mp_cli_opts *o, int64_t b, bool *plain)
+{
+    mp_cli_opts po = *o; /* shares o's strings; never freed */
+    po.batch = b;
+    plan q = {.o = &po, .gpu = p->gpu};
+    p->probes++;
+    int rc = -1;
+    if (load_graph(&q, &po) == 0) {
+        int r = plan_graph(&q, true, false);
+        *plain = q.base.peak_bytes <= q.usable && q.usable > 0;
+        rc = r == MP_EXIT_OK ? 1 : r == MP_EXIT_INFEASIBLE ? 0 : -1;
+    }
+    plan_free(&q);
+    return rc;
+}
+
+/* Largest b in [lo, cap] with fit(b), given fit(lo): doubling, then bisection. */
+static int largest_batch(plan *p, const mp_cli_opts *o, bool want_plain, int64_t lo, int64_t *out)
+{
+    int64_t hi = -1; /* the smallest batch known not to fit */
+    bool plain;
+    while (hi < 0) {
+        int64_t b = lo * 2 > BATCH_MAX_CAP ? BATCH_MAX_CAP : lo * 2;
+        if (b == lo) {
+            p->capped = true;
+            break;
+        }
+        int r = probe(p, o, b, &plain);
+        if (r < 0) return -1;
+        if (want_plain ? plain : r) lo = b;
+        else hi = b;
+    }
+    while (hi > lo + 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int r = probe(p, o, mid, &plain);
+        if (r < 0) return -1;
+        if (want_plain ? plain : r) lo = mid;
+        else hi = mid;
+    }
+    *out = lo;
+    return 0;
+}
+
+/* ---- the command ---------------------------------------------------------------------- */
+
+static int check_options(const mp_cli_opts *o)
+{
+    if (o->graph_json && o->model) {
+        mp_cli_error("give a model or --graph-json FILE, not both");
+        return -1;
+    }
+    if (o->graph_json && (o->batch >= 0 || o->batch_max || o->ndims || o->inference || o->timeline ||
+                          o->params_as_inputs || o->data_inputs || o->buffers || o->optimizer >= 0 ||
+                          o->precision >= 0 || o->loss >= 0 || o->micro_batches >= 0 || o->topo_sort)) {
+        mp_cli_error("--graph-json takes only --budget, --reserve, --gpu, --strategy, --time-limit, --schedule "
+                     "and --json");
+        return -1;
+    }
+    if (o->budget_bytes < 0 && o->budget_pct <= 0 && !o->gpu) {
+        mp_cli_error("planning needs --budget B (or --gpu NAME for its memory)");
+        return -1;
+    }
+    if (o->batch_max && o->budget_pct > 0) {
+        mp_cli_error("--batch max needs an absolute --budget, not a percentage");
+        return -1;
+    }
+    if (o->timeline || o->dot || o->svg || o->png || o->report) { /* they draw the store-everything step */
+        mp_cli_error("--timeline, --dot, --svg, --png and --report are not available with planning (see --schedule)");
+        return -1;
+    }
+    return 0;
+}
+
+int mp_cmd_plan(const mp_cli_opts *o)
+{
+    if (check_options(o)) return MP_EXIT_USAGE;
+    plan p = {.o = o};
+    mp_err err = {{0}};
+    if (o->gpu || !o->graph_json) {
+        p.gpu = mp_gpu_find(o->gpu ? o->gpu : MP_GPU_DEFAULT, &err);
+        if (!p.gpu) {
+            mp_cli_error("--gpu: %s", err.msg);
+            return MP_EXIT_USAGE;
+        }
+    }
+    int rc = MP_EXIT_USAGE;
+    char *out = NULL;
+    size_t outlen = 0;
+    mp_cli_opts bo = *o; /* --batch max: the options of the chosen batch */
+    if (o->batch_max) {
+        bool plain;
+        int r = probe(&p, o, 1, &plain);
+        if (r < 0) goto done;
+        int64_t best = 1, best_plain = 0;
+        if (r == 1 && largest_batch(&p, o, false, 1, &best)) goto done;
+        if (r == 1 && plain && largest_batch(&p, o, true, 1, &best_plain)) goto done;
+        p.batch = best;
+        p.batch_plain = best_plain;
+        bo.batch = best; /* at batch 1 with no fit, the plan below reports the smallest budget */
+        p.batch_max = true;
+    }
+    if (load_graph(&p, &bo)) goto done;
+    rc = plan_graph(&p, false, true);
+    if (rc != MP_EXIT_OK) goto done;
+    rc = MP_EXIT_USAGE;
+    if (mp_cli_render(p.source, render, &p, o->json, &out, &outlen)) goto done;
+    if (o->schedule && mp_rsched_write_json(&p.rg, &p.order, o->schedule, &err)) {
+        mp_cli_error("--schedule: %s", err.msg);
+        goto done;
+    }
+    rc = mp_cli_emit(out, outlen);
+done:
+    free(out);
+    plan_free(&p);
+    return rc;
+}

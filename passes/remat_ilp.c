@@ -1,0 +1,823 @@
+/* remat_ilp.c - the keep/recompute integer program on GLPK (docs/ilp.md):
+ * one binary per candidate, at most one per value, frontier rows so a recipe
+ * only reads what is resident, and memory as running sums over the steps
+ * (D_t = bytes away at step t), so the matrix stays O(nodes + candidates).
+ * The LP relaxation gives the bound; a greedy plan, counted by the model
+ * itself (mp_rplan_peak), is the warm start. */
+#include <glpk.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "passes/remat.h"
+
+mp_rsolve_opts mp_rsolve_defaults(void)
+{
+    return (mp_rsolve_opts){.time_limit = 5, .progress = false, .warm = NULL};
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int64_t vbytes(const mp_rspace *sp, int32_t c) { return sp->rg->bytes[sp->cand[c].value]; }
+
+static double plan_cost(const mp_rspace *sp, const int32_t *choice)
+{
+    double s = 0;
+    for (int32_t i = 0; i < sp->ndrop; i++)
+        if (choice[i] >= 0) s += sp->cand[choice[i]].cost;
+    return s;
+}
+
+/* ---- the greedy warm start ---- */
+
+typedef struct greedy_cand {
+    int32_t c;
+    double first, ratio;      /* a preference (e.g. minus the LP value), then cost per byte-step freed */
+} greedy_cand;
+
+static int cmp_ratio(const void *a, const void *b)
+{
+    const greedy_cand *x = a, *y = b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    if (x->ratio != y->ratio) return x->ratio < y->ratio ? -1 : 1;
+    return (x->c > y->c) - (x->c < y->c);
+}
+
+/* Bytes over budget, summed over the steps: smoother than the peak, so a
+ * candidate that helps one of several steps at the peak still counts. */
+static int64_t excess(const int64_t *step_peak, int32_t n, int64_t budget)
+{
+    int64_t e = 0;
+    for (int32_t t = 0; t < n; t++)
+        if (step_peak[t] > budget) e += step_peak[t] - budget;
+    return e;
+}
+
+/* c may join the plan: its frontier inputs are not away at its step, and no
+ * chosen recipe reading its value needs it earlier. readers[off[i]..off[i+1])
+ * are the candidates having drop[i] in their frontier. */
+static bool compatible(const mp_rspace *sp, const int32_t *choice, const int32_t *off, const int32_t *readers,
+                       int32_t c)
+{
+    const mp_rcand *rc = &sp->cand[c];
+    for (int32_t f = 0; f < rc->nfront; f++) {
+        int32_t j = sp->drop_index[rc->front[f]];
+        if (choice[j] >= 0 && sp->cand[choice[j]].step > rc->step) return false;
+    }
+    int32_t i = sp->drop_index[rc->value];
+    for (int32_t k = off[i]; k < off[i + 1]; k++) {
+        const mp_rcand *r = &sp->cand[readers[k]];
+        if (choice[sp->drop_index[r->value]] == readers[k] && r->step < rc->step) return false;
+    }
+    return true;
+}
+
+/* Drops values in order of cost per byte-step freed (after those whose LP
+ * value is at least theta when lp is given, the largest first) while that lowers the bytes over
+ * budget, then keeps again the costliest ones it can afford to. choice gets
+ * the plan (feasible or not), *peak its model peak. */
+static int greedy(const mp_rspace *sp, int64_t budget, const double *lp, double theta, int32_t *choice,
+                  int64_t *peak, mp_err *err)
+{
+    int32_t nn = sp->rg->nnodes, nd = sp->ndrop, nc = sp->ncand;
+    mp_rplan p = {.choice = choice};
+    for (int32_t i = 0; i < nd; i++) choice[i] = -1;
+    int64_t *cur = malloc(((size_t)nn + 1) * sizeof *cur), *tmp = malloc(((size_t)nn + 1) * sizeof *tmp);
+    greedy_cand *order = malloc(((size_t)nc + 1) * sizeof *order);
+    int32_t *off = calloc((size_t)nd + 2, sizeof *off), *readers = NULL, *chosen = NULL;
+    int rc = -1;
+    if (!cur || !tmp || !order || !off) {
+        mp_fail(err, "out of memory in the remat greedy");
+        goto done;
+    }
+    if (mp_rplan_peak(sp, &p, cur, peak, err)) goto done;
+    int64_t ex = excess(cur, nn, budget);
+    /* who reads each value through a frontier */
+    int32_t nr = 0;
+    for (int32_t c = 0; c < nc; c++)
+        for (int32_t f = 0; f < sp->cand[c].nfront; f++) off[sp->drop_index[sp->cand[c].front[f]] + 1]++, nr++;
+    for (int32_t i = 0; i < nd; i++) off[i + 1] += off[i];
+    readers = malloc(((size_t)nr + 1) * sizeof *readers);
+    chosen = malloc(((size_t)nd + 1) * sizeof *chosen);
+    if (!readers || !chosen) {
+        mp_fail(err, "out of memory in the remat greedy");
+        goto done;
+    }
+    for (int32_t i = 0; i < nd; i++) chosen[i] = off[i]; /* chosen: fill positions for now */
+    for (int32_t c = 0; c < nc; c++)
+        for (int32_t f = 0; f < sp->cand[c].nfront; f++) readers[chosen[sp->drop_index[sp->cand[c].front[f]]]++] = c;
+    int32_t no = 0;
+    for (int32_t c = 0; c < nc; c++) {
+        const mp_rcand *r = &sp->cand[c];
+        double len = (double)(r->step - sp->gap_start[r->value] - 1);
+        double first = lp && lp[c] >= theta ? -floor(lp[c] * 20 + 1e-9) : 0; /* LP values in steps of 0.05 */
+        if (vbytes(sp, c) > 0) order[no++] = (greedy_cand){c, first, r->cost / ((double)vbytes(sp, c) * len)};
+    }
+    qsort(order, (size_t)no, sizeof *order, cmp_ratio);
+    for (int32_t k = 0; k < no && ex > 0; k++) {
+        int32_t c = order[k].c, i = sp->drop_index[sp->cand[c].value];
+        if (choice[i] >= 0) continue;
+        bool helps = false; /* it frees bytes only at steps a+1 .. q-1 */
+        for (int32_t t = sp->gap_start[sp->cand[c].value] + 1; t < sp->cand[c].step && !helps; t++)
+            helps = cur[t] > budget;
+        if (!helps || !compatible(sp, choice, off, readers, c)) continue;
+        choice[i] = c;
+        int64_t pk;
+        if (mp_rplan_peak(sp, &p, tmp, &pk, err)) goto done;
+        int64_t e = excess(tmp, nn, budget);
+        if (e < ex) {
+            int64_t *sw = cur;
+            cur = tmp, tmp = sw;
+            ex = e, *peak = pk;
+        } else {
+            choice[i] = -1;
+        }
+    }
+    if (ex == 0) { /* keep again what the budget allows, costliest first */
+        int32_t nch = 0;
+        for (int32_t i = 0; i < nd; i++)
+            if (choice[i] >= 0) order[nch++] = (greedy_cand){choice[i], -sp->cand[choice[i]].cost, 0};
+        qsort(order, (size_t)nch, sizeof *order, cmp_ratio);
+        for (int32_t k = 0; k < nch; k++) chosen[k] = order[k].c;
+        for (int32_t k = 0; k < nch; k++) {
+            int32_t i = sp->drop_index[sp->cand[chosen[k]].value];
+            choice[i] = -1;
+            int64_t pk; /* a kept value is resident for every reader */
+            if (mp_rplan_peak(sp, &p, NULL, &pk, err)) goto done;
+            if (pk > budget) choice[i] = chosen[k];
+        }
+    }
+    if (mp_rplan_peak(sp, &p, NULL, peak, err)) goto done;
+    rc = 0;
+done:
+    free(cur);
+    free(tmp);
+    free(order);
+    free(off);
+    free(readers);
+    free(chosen);
+    return rc;
+}
+
+/* ---- the integer program ---- */
+
+typedef struct ilp {
+    const mp_rspace *sp;
+    int64_t budget;
+    bool peak_mode;           /* B is a column to minimize */
+    int64_t floor;            /* rows that cannot exceed it are not written: the budget, or a bound below any peak */
+    glp_prob *P;
+    int *ia, *ja;             /* triplets, 1-based as GLPK wants them */
+    double *ar;
+    int nz, cap;
+    int *dcol;                /* nnodes: column of D_t, 0 where no row needs it */
+    int bcol;
+    double *heur;             /* a warm start for the callback, 1-based over all columns, or NULL */
+    bool fed;
+    double bound;             /* best bound seen in the search */
+    int32_t *front;           /* frontier rows not yet written: (candidate, drop index of its input) pairs */
+    int32_t nfront, capfront;
+    uint8_t *written;         /* nfront */
+} ilp;
+
+static int put(ilp *m, int row, int col, double v)
+{
+    if (v == 0) return 0;
+    if (m->nz + 1 >= m->cap) {
+        int cap = m->cap ? 2 * m->cap : 1024;
+        int *ia = realloc(m->ia, (size_t)cap * sizeof *ia);
+        if (ia) m->ia = ia;
+        int *ja = realloc(m->ja, (size_t)cap * sizeof *ja);
+        if (ja) m->ja = ja;
+        double *ar = realloc(m->ar, (size_t)cap * sizeof *ar);
+        if (ar) m->ar = ar;
+        if (!ia || !ja || !ar) return -1;
+        m->cap = cap;
+    }
+    m->nz++;
+    m->ia[m->nz] = row, m->ja[m->nz] = col, m->ar[m->nz] = v;
+    return 0;
+}
+
+static int new_row(ilp *m, int type, double lb, double ub)
+{
+    int r = glp_add_rows(m->P, 1);
+    glp_set_row_bnds(m->P, r, type, lb, ub);
+    return r;
+}
+
+/* Can the phase row of candidate c bind? Alone it adds recipe_peak - bytes to what crosses into its step. */
+static bool phase_binds(const ilp *m, int32_t c)
+{
+    const mp_rspace *sp = m->sp;
+    return sp->base_between[sp->cand[c].step] - vbytes(sp, c) + sp->cand[c].recipe_peak > m->floor;
+}
+
+/* A lower bound on every plan's peak: at each step, what no candidate can take away. */
+static int64_t peak_floor(const mp_rspace *sp, mp_err *err, bool *ok)
+{
+    int32_t nn = sp->rg->nnodes;
+    int64_t *away = calloc((size_t)nn + 2, sizeof *away), lb = sp->resident_bytes;
+    *ok = away != NULL;
+    if (!away) return mp_fail(err, "out of memory building the remat ILP");
+    for (int32_t i = 0; i < sp->ndrop; i++) {
+        if (sp->cand_off[i + 1] == sp->cand_off[i]) continue;
+        int32_t v = sp->drop[i];
+        away[sp->gap_start[v] + 1] += sp->rg->bytes[v];
+        away[sp->cand[sp->cand_off[i + 1] - 1].step] -= sp->rg->bytes[v]; /* its latest way back */
+    }
+    int64_t a = 0;
+    for (int32_t t = 0; t < nn; t++) {
+        a += away[t];
+        if (sp->base_live[t] - a > lb) lb = sp->base_live[t] - a;
+    }
+    free(away);
+    return lb;
+}
+
+static int build_model(ilp *m, mp_err *err)
+{
+    const mp_rspace *sp = m->sp;
+    int32_t nn = sp->rg->nnodes, nc = sp->ncand;
+    double B = (double)m->budget;
+    int32_t *coff = calloc((size_t)nn + 2, sizeof *coff), *cat = malloc(((size_t)nc + 1) * sizeof *cat);
+    int32_t *next = malloc(((size_t)nn + 2) * sizeof *next), *chain = calloc((size_t)nn + 1, sizeof *chain);
+    uint8_t *need = calloc((size_t)nn + 1, 1);
+    m->dcol = calloc((size_t)nn + 1, sizeof *m->dcol);
+    int rc = -1;
+    if (!coff || !cat || !next || !chain || !need || !m->dcol) goto oom;
+    /* candidates bucketed by step, in drop (producer) order: the order their recipes run */
+    for (int32_t c = 0; c < nc; c++) coff[sp->cand[c].step + 1]++;
+    for (int32_t t = 0; t < nn; t++) coff[t + 1] += coff[t];
+    for (int32_t t = 0; t <= nn; t++) next[t] = coff[t];
+    for (int32_t c = 0; c < nc; c++) cat[next[sp->cand[c].step]++] = c;
+    /* steps whose memory can exceed the floor: only there D_t is needed. In
+     * peak mode a row below a bound on every plan's peak cannot set the peak. */
+    m->floor = m->budget;
+    if (m->peak_mode) {
+        bool ok;
+        m->floor = peak_floor(sp, err, &ok);
+        if (!ok) goto done;
+    }
+    for (int32_t t = 0; t < nn; t++) need[t] = sp->base_live[t] > m->floor;
+    for (int32_t c = 0; c < nc; c++)
+        if (phase_binds(m, c)) need[sp->cand[c].step] = 1;
+    next[nn] = -1;
+    for (int32_t t = nn - 1; t >= 0; t--) next[t] = need[t] ? t : next[t + 1];
+
+    m->P = glp_create_prob();
+    glp_set_obj_dir(m->P, GLP_MIN);
+    if (nc) glp_add_cols(m->P, nc);
+    for (int32_t c = 0; c < nc; c++) {
+        glp_set_col_kind(m->P, c + 1, GLP_BV);
+        if (!m->peak_mode) glp_set_obj_coef(m->P, c + 1, sp->cand[c].cost);
+    }
+    for (int32_t t = 0; t < nn; t++) {
+        if (!need[t]) continue;
+        int j = m->dcol[t] = glp_add_cols(m->P, 1);
+        /* cost mode: the node row base_live[t] - D_t <= B is a bound on D_t */
+        double lb = m->peak_mode ? 0 : fmax(0, (double)sp->base_live[t] - B);
+        glp_set_col_bnds(m->P, j, GLP_LO, lb, 0);
+    }
+    if (m->peak_mode) {
+        m->bcol = glp_add_cols(m->P, 1);
+        glp_set_col_bnds(m->P, m->bcol, GLP_LO, (double)m->floor, 0);
+        glp_set_obj_coef(m->P, m->bcol, 1);
+    }
+
+    /* at most one candidate per value */
+    for (int32_t i = 0; i < sp->ndrop; i++) {
+        if (sp->cand_off[i + 1] - sp->cand_off[i] < 2) continue;
+        int r = new_row(m, GLP_UP, 0, 1);
+        for (int32_t c = sp->cand_off[i]; c < sp->cand_off[i + 1]; c++)
+            if (put(m, r, c + 1, 1)) goto oom;
+    }
+    /* frontier rows x_c + (v's candidates after step(c)) <= 1 are many and
+     * seldom bind: they join the LP when its solution breaks them (add_front) */
+    for (int32_t c = 0; c < nc; c++)
+        for (int32_t f = 0; f < sp->cand[c].nfront; f++) {
+            int32_t j = sp->drop_index[sp->cand[c].front[f]];
+            if (sp->cand[sp->cand_off[j + 1] - 1].step <= sp->cand[c].step) continue; /* never away then */
+            if (m->nfront == m->capfront) {
+                int32_t cap = m->capfront ? 2 * m->capfront : 256;
+                int32_t *p = realloc(m->front, (size_t)cap * 2 * sizeof *p);
+                if (!p) goto oom;
+                m->front = p, m->capfront = cap;
+            }
+            m->front[2 * m->nfront] = c, m->front[2 * m->nfront + 1] = j;
+            m->nfront++;
+        }
+    /* running sums between needed steps: D_t = D_prev + (away since prev) - (back since prev) */
+    int32_t prev = -1;
+    for (int32_t t = 0; t < nn; t++) {
+        if (!need[t]) continue;
+        chain[t] = new_row(m, GLP_FX, 0, 0);
+        if (put(m, chain[t], m->dcol[t], 1) || (prev >= 0 && put(m, chain[t], m->dcol[prev], -1))) goto oom;
+        prev = t;
+    }
+    for (int32_t c = 0; c < nc; c++) {
+        int32_t ka = next[sp->gap_start[sp->cand[c].value] + 1], ks = next[sp->cand[c].step];
+        if (ka == ks) continue; /* away and back between the same two needed steps */
+        double b = (double)vbytes(sp, c);
+        if ((ka >= 0 && put(m, chain[ka], c + 1, -b)) || (ks >= 0 && put(m, chain[ks], c + 1, b))) goto oom;
+    }
+    /* node rows (peak mode; in cost mode they are the bounds on D_t) */
+    if (m->peak_mode)
+        for (int32_t t = 0; t < nn; t++) {
+            if (!need[t] || sp->base_live[t] <= m->floor) continue;
+            int r = new_row(m, GLP_UP, 0, -(double)sp->base_live[t]);
+            if (put(m, r, m->dcol[t], -1) || put(m, r, m->bcol, -1)) goto oom;
+        }
+    /* phase rows: before node q, the j-th recipe at q runs while the later ones' values are still away */
+    for (int32_t q = 0; q < nn; q++)
+        for (int32_t j = coff[q]; j < coff[q + 1]; j++) {
+            int32_t c = cat[j];
+            if (!phase_binds(m, c)) continue;
+            /* the later values still away only lower it: when its recipe adds
+             * no more than node q's own outputs, node row q covers it */
+            if (sp->base_between[q] + sp->cand[c].recipe_peak - vbytes(sp, c) <= sp->base_live[q]) continue;
+            double ub = (m->peak_mode ? 0 : B) - (double)sp->base_between[q];
+            int r = new_row(m, GLP_UP, 0, ub);
+            if (put(m, r, m->dcol[q], -1) || put(m, r, c + 1, (double)(sp->cand[c].recipe_peak - vbytes(sp, c))))
+                goto oom;
+            for (int32_t k = j + 1; k < coff[q + 1]; k++)
+                if (put(m, r, cat[k] + 1, -(double)vbytes(sp, cat[k]))) goto oom;
+            if (m->peak_mode && put(m, r, m->bcol, -1)) goto oom;
+        }
+    glp_load_matrix(m->P, m->nz, m->ia, m->ja, m->ar);
+    rc = 0;
+    goto done;
+oom:
+    mp_fail(err, "out of memory building the remat ILP");
+done:
+    free(coff);
+    free(cat);
+    free(next);
+    free(chain);
+    free(need);
+    return rc;
+}
+
+/* The column values of plan choice (1-based): x, the exact D_t, and B = peak. */
+static int plan_columns(const ilp *m, const int32_t *choice, int64_t peak, double *x)
+{
+    const mp_rspace *sp = m->sp;
+    int32_t nn = sp->rg->nnodes;
+    int64_t *delta = calloc((size_t)nn + 2, sizeof *delta);
+    if (!delta) return -1;
+    for (int j = 1; j <= glp_get_num_cols(m->P); j++) x[j] = 0;
+    for (int32_t i = 0; i < sp->ndrop; i++) {
+        int32_t c = choice[i];
+        if (c < 0) continue;
+        x[c + 1] = 1;
+        delta[sp->gap_start[sp->cand[c].value] + 1] += vbytes(sp, c);
+        delta[sp->cand[c].step] -= vbytes(sp, c);
+    }
+    int64_t away = 0;
+    for (int32_t t = 0; t < nn; t++) {
+        away += delta[t];
+        if (m->dcol[t]) x[m->dcol[t]] = (double)away;
+    }
+    if (m->bcol) x[m->bcol] = (double)peak;
+    free(delta);
+    return 0;
+}
+
+/* Writes the pending frontier rows that the current LP solution breaks (all
+ * of them when all is set); returns how many, -1 when out of memory. */
+static int add_front(ilp *m, bool all)
+{
+    const mp_rspace *sp = m->sp;
+    if (!m->written && !(m->written = calloc((size_t)m->nfront + 1, 1))) return -1;
+    int32_t maxg = 1;
+    for (int32_t i = 0; i < sp->ndrop; i++)
+        if (sp->cand_off[i + 1] - sp->cand_off[i] > maxg) maxg = sp->cand_off[i + 1] - sp->cand_off[i];
+    int *ind = malloc(((size_t)2 * maxg + 2) * sizeof *ind);
+    double *val = malloc(((size_t)2 * maxg + 2) * sizeof *val);
+    int added = 0;
+    if (!ind || !val) added = -1;
+    for (int32_t k = 0; k < m->nfront && added >= 0; k++) {
+        if (m->written[k]) continue;
+        int32_t c = m->front[2 * k], j = m->front[2 * k + 1], len = 0;
+        double act = 0;
+        /* w's candidates up to step(c) that read v all need it by then: one
+         * row for them together is valid and tighter than x_c alone */
+        int32_t iw = sp->drop_index[sp->cand[c].value];
+        for (int32_t o = sp->cand_off[iw]; o < sp->cand_off[iw + 1] && sp->cand[o].step <= sp->cand[c].step; o++) {
+            bool reads = false;
+            for (int32_t f = 0; f < sp->cand[o].nfront && !reads; f++) reads = sp->cand[o].front[f] == sp->drop[j];
+            if (!reads) continue;
+            ind[++len] = o + 1, val[len] = 1;
+            act += glp_get_col_prim(m->P, o + 1);
+        }
+        for (int32_t o = sp->cand_off[j]; o < sp->cand_off[j + 1]; o++)
+            if (sp->cand[o].step > sp->cand[c].step) {
+                ind[++len] = o + 1, val[len] = 1;
+                act += glp_get_col_prim(m->P, o + 1);
+            }
+        if (!all && act <= 1 + 1e-7) continue;
+        int r = new_row(m, GLP_UP, 0, 1);
+        glp_set_mat_row(m->P, r, len, ind, val);
+        m->written[k] = 1;
+        added++;
+    }
+    free(ind);
+    free(val);
+    return added;
+}
+
+static void on_tree(glp_tree *T, void *info)
+{
+    ilp *m = info;
+    if (glp_ios_reason(T) == GLP_IHEUR && m->heur && !m->fed) {
+        m->fed = true;
+        glp_ios_heur_sol(T, m->heur);
+    }
+    int p = glp_ios_best_node(T);
+    if (p) {
+        double b = glp_ios_node_bound(T, p);
+        if (b > m->bound) m->bound = b;
+    }
+}
+
+static int to_stderr(void *info, const char *s)
+{
+    (void)info;
+    fputs(s, stderr);
+    return 1;
+}
+
+static void free_model(ilp *m)
+{
+    if (m->P) glp_delete_prob(m->P);
+    free(m->ia);
+    free(m->ja);
+    free(m->ar);
+    free(m->dcol);
+    free(m->heur);
+    free(m->front);
+    free(m->written);
+    memset(m, 0, sizeof *m);
+    glp_free_env(); /* GLPK keeps an environment per thread: give it back so leak checks stay clean */
+}
+
+/* One solve. warm (or NULL) is a plan that fits (cost mode) or any plan (peak
+ * mode); choice gets the solver's plan, out->status what GLPK proved, and
+ * out->found = false when no plan came back. feasible_only stops at the
+ * first plan that fits (no branch and bound). Returns -1 on error. */
+typedef struct solve_out {
+    mp_rstatus status;
+    bool found;
+    double lp_bound, bound;
+    int32_t rows, cols;
+} solve_out;
+
+static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool feasible_only, const int32_t *warm,
+                      int64_t warm_peak, double deadline, bool progress, int32_t *choice, solve_out *out, mp_err *err)
+{
+    ilp m = {.sp = sp, .budget = budget, .peak_mode = peak_mode, .bound = -INFINITY};
+    memset(out, 0, sizeof *out);
+    glp_term_out(progress ? GLP_ON : GLP_OFF);
+    if (progress) glp_term_hook(to_stderr, NULL);
+    int rc = -1;
+    if (build_model(&m, err)) goto done;
+    out->rows = glp_get_num_rows(m.P), out->cols = glp_get_num_cols(m.P);
+    if (warm) {
+        m.heur = malloc(((size_t)out->cols + 1) * sizeof *m.heur);
+        if (!m.heur || plan_columns(&m, warm, warm_peak, m.heur)) {
+            mp_fail(err, "out of memory in the remat ILP");
+            goto done;
+        }
+    }
+    if (progress)
+        fprintf(stderr, "remat ilp: %d rows, %d columns (%d binaries), %d non-zeros%s\n", out->rows, out->cols,
+                sp->ncand, m.nz, warm ? ", warm start given" : "");
+    glp_scale_prob(m.P, GLP_SF_AUTO);
+    glp_smcp smcp;
+    glp_init_smcp(&smcp);
+    smcp.msg_lev = progress ? GLP_MSG_ON : GLP_MSG_OFF;
+    smcp.meth = GLP_DUALP;
+    smcp.pricing = GLP_PT_STD; /* cheaper iterations win on these long, sparse programs (measured) */
+    smcp.presolve = GLP_ON;    /* first solve only: later ones start from its basis */
+    int st = GLP_UNDEF, added = 0;
+    bool rounded = false;
+    do { /* the LP, then again while it breaks pending frontier rows */
+        double left = deadline - now();
+        smcp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+        int ret = glp_simplex(m.P, &smcp);
+        smcp.presolve = GLP_OFF;
+        st = ret == GLP_ENOPFS ? GLP_NOFEAS : glp_get_status(m.P); /* the presolver proves it without a status */
+        if (st != GLP_OPT) break;
+        if ((added = add_front(&m, false)) < 0) {
+            mp_fail(err, "out of memory in the remat ILP");
+            goto done;
+        }
+        if (progress && added) fprintf(stderr, "remat ilp: %d frontier rows join the LP\n", added);
+    } while (added);
+    if (st == GLP_OPT && m.nfront) { /* the rest hold already: the basis stays optimal */
+        if (add_front(&m, true) < 0) {
+            mp_fail(err, "out of memory in the remat ILP");
+            goto done;
+        }
+        double left = deadline - now();
+        smcp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+        glp_simplex(m.P, &smcp);
+        st = glp_get_status(m.P);
+    }
+    out->rows = glp_get_num_rows(m.P);
+    if (progress) fprintf(stderr, "remat ilp: LP done, %.2f s left\n", deadline - now());
+    if (st == GLP_NOFEAS) {
+        out->status = MP_RSOLVE_INFEASIBLE;
+        rc = 0;
+        goto done;
+    }
+    if (st == GLP_OPT) out->lp_bound = out->bound = glp_get_obj_val(m.P);
+    else out->lp_bound = out->bound = peak_mode ? (double)sp->resident_bytes : 0; /* time limit in the LP */
+    if (st == GLP_OPT && sp->ncand) { /* round the LP: a warm start near its optimum */
+        double *lp = malloc(((size_t)sp->ncand + 1) * sizeof *lp);
+        int32_t *rp = malloc(((size_t)sp->ndrop + 1) * sizeof *rp);
+        int32_t *best = malloc(((size_t)sp->ndrop + 1) * sizeof *best);
+        /* peak mode: aim at the LP's B, and a lower peak is better */
+        int64_t target = peak_mode ? (int64_t)glp_get_obj_val(m.P) : budget;
+        double best_cost = !warm ? INFINITY : peak_mode ? (double)warm_peak : plan_cost(sp, warm);
+        int64_t rpk, best_peak = 0;
+        bool better = false;
+        static const double thetas[] = {0, 0.05, 0.3, 0.7}; /* which LP values lead; the rest by ratio */
+        for (size_t k = 0; lp && rp && best && k < sizeof thetas / sizeof *thetas && now() < deadline; k++) {
+            if (!k)
+                for (int32_t c = 0; c < sp->ncand; c++) lp[c] = glp_get_col_prim(m.P, c + 1);
+            if (greedy(sp, target, lp, thetas[k], rp, &rpk, err)) {
+                free(lp), free(rp), free(best);
+                goto done;
+            }
+            double score = peak_mode ? (double)rpk : plan_cost(sp, rp);
+            if ((peak_mode || rpk <= budget) && score < best_cost) {
+                memcpy(best, rp, (size_t)sp->ndrop * sizeof *best);
+                best_cost = score, best_peak = rpk, better = true;
+            }
+        }
+        if (better && !m.heur) m.heur = malloc(((size_t)out->cols + 1) * sizeof *m.heur);
+        if (better && m.heur) {
+            plan_columns(&m, best, best_peak, m.heur);
+            memcpy(choice, best, (size_t)sp->ndrop * sizeof *choice); /* the fallback if the search finds nothing */
+            rounded = true;
+        }
+        if (progress && better)
+            fprintf(stderr, "remat ilp: LP rounding gives %s %g, %.2f s left\n", peak_mode ? "peak" : "cost", best_cost,
+                    deadline - now());
+        free(lp), free(rp), free(best);
+    }
+    if (st == GLP_OPT && deadline - now() > 0.01 && !(feasible_only && (rounded || warm))) {
+        glp_iocp iocp;
+        glp_init_iocp(&iocp);
+        iocp.msg_lev = progress ? GLP_MSG_ON : GLP_MSG_OFF;
+        iocp.out_frq = 1000;
+        iocp.cb_func = on_tree;
+        iocp.cb_info = &m;
+        bool small = sp->ncand <= 2000; /* on big programs the root's cut rounds cost more than they close */
+        iocp.mir_cuts = small ? GLP_ON : GLP_OFF;
+        iocp.cov_cuts = small ? GLP_ON : GLP_OFF;
+        double left = deadline - now();
+        iocp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+        glp_intopt(m.P, &iocp);
+        int ms = glp_mip_status(m.P);
+        if (ms == GLP_NOFEAS) {
+            out->status = MP_RSOLVE_INFEASIBLE;
+            rc = 0;
+            goto done;
+        }
+        if (m.bound > out->bound) out->bound = m.bound;
+        if (ms == GLP_OPT || ms == GLP_FEAS) {
+            out->found = true;
+            out->status = ms == GLP_OPT ? MP_RSOLVE_OPTIMAL : MP_RSOLVE_FEASIBLE;
+            if (ms == GLP_OPT) out->bound = glp_mip_obj_val(m.P);
+            for (int32_t i = 0; i < sp->ndrop; i++) {
+                choice[i] = -1;
+                for (int32_t c = sp->cand_off[i]; c < sp->cand_off[i + 1]; c++)
+                    if (glp_mip_col_val(m.P, c + 1) > 0.5) {
+                        choice[i] = c;
+                        break;
+                    }
+            }
+        }
+    }
+    if (!out->found && (rounded || warm)) { /* out of time: the best warm start is all there is */
+        if (!rounded) memcpy(choice, warm, (size_t)sp->ndrop * sizeof *choice);
+        out->found = true;
+        out->status = MP_RSOLVE_FEASIBLE;
+    }
+    rc = 0;
+done:
+    free_model(&m);
+    return rc;
+}
+
+/* The better of the greedy plan and o->warm as a warm start: fits the budget
+ * (cost mode, least cost) or the lower peak (peak mode). *ok = false when none fits. */
+static int warm_start(const mp_rspace *sp, int64_t budget, bool peak_mode, const mp_rsolve_opts *o, double deadline,
+                      int32_t *plan, int64_t *peak, bool *ok, mp_err *err)
+{
+    if (greedy(sp, peak_mode ? 0 : budget, NULL, 0, plan, peak, err)) return -1;
+    *ok = peak_mode || *peak <= budget;
+    if (peak_mode && *peak > sp->base_peak) { /* store everything does better */
+        for (int32_t i = 0; i < sp->ndrop; i++) plan[i] = -1;
+        *peak = sp->base_peak;
+    }
+    if (peak_mode) { /* bisect the greedy's budget between a bound below every peak and the best peak so far */
+        bool okf;
+        int64_t lo = peak_floor(sp, err, &okf), pk;
+        int32_t *try = malloc(((size_t)sp->ndrop + 1) * sizeof *try);
+        if (!okf || !try) {
+            free(try);
+            return okf ? mp_fail(err, "out of memory in the remat warm start") : -1;
+        }
+        for (int k = 0; k < 16 && lo < *peak - 1 && now() < deadline; k++) {
+            int64_t mid = lo + (*peak - lo) / 2;
+            if (greedy(sp, mid, NULL, 0, try, &pk, err)) {
+                free(try);
+                return -1;
+            }
+            if (pk > mid) lo = mid; /* the greedy does not get there: aim higher */
+            if (pk < *peak) memcpy(plan, try, (size_t)sp->ndrop * sizeof *plan), *peak = pk;
+        }
+        free(try);
+    }
+    if (o->warm && o->warm->choice) {
+        int64_t wp;
+        mp_err ignored;
+        if (mp_rplan_peak(sp, o->warm, NULL, &wp, &ignored)) return 0; /* not a plan of this space: ignore it */
+        bool better = peak_mode ? wp < *peak
+                                : wp <= budget && (!*ok || plan_cost(sp, o->warm->choice) < plan_cost(sp, plan));
+        if (better) {
+            memcpy(plan, o->warm->choice, (size_t)sp->ndrop * sizeof *plan);
+            *peak = wp;
+            *ok = true;
+        }
+    }
+    return 0;
+}
+
+int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o, mp_rplan *p, mp_rsolve_info *info,
+                   mp_err *err)
+{
+    double t0 = now();
+    mp_rsolve_opts def = mp_rsolve_defaults();
+    if (!o) o = &def;
+    memset(info, 0, sizeof *info);
+    p->choice = NULL;
+    if (!sp || !sp->rg) return mp_fail(err, "remat solve: no decision space");
+    if (mp_rplan_init(sp, p, err)) return -1;
+    info->binaries = sp->ncand;
+    info->model_peak = sp->base_peak;
+    if (sp->base_peak <= budget || sp->ncand == 0) { /* store everything fits, or nothing can move */
+        info->status = sp->base_peak <= budget ? MP_RSOLVE_OPTIMAL : MP_RSOLVE_INFEASIBLE;
+        info->seconds = now() - t0;
+        return 0;
+    }
+    int32_t *warm = malloc(((size_t)sp->ndrop + 1) * sizeof *warm);
+    int32_t *got = malloc(((size_t)sp->ndrop + 1) * sizeof *got);
+    int rc = -1;
+    int64_t wpeak;
+    bool wok;
+    if (!warm || !got) {
+        mp_fail(err, "out of memory in the remat solve");
+        goto done;
+    }
+    double deadline = t0 + (o->time_limit > 0 ? o->time_limit : 5);
+    if (warm_start(sp, budget, false, o, deadline, warm, &wpeak, &wok, err)) goto done;
+    /* GLPK's tolerances are relative: on huge byte counts a row may be met only
+     * within them. The model's own count decides; a plan over budget makes the
+     * next solve's budget tighter by the excess. */
+    int64_t target = budget;
+    solve_out so = {0};
+    bool have = false;
+    for (int attempt = 0; attempt < 4 && !have; attempt++) {
+        if (solve_once(sp, target, false, false, wok ? warm : NULL, wpeak, deadline, o->progress, got, &so, err))
+            goto done;
+        if (so.status == MP_RSOLVE_INFEASIBLE) {
+            if (attempt > 0 && !wok) break; /* only the tightened budget is proven infeasible */
+            if (wok) { /* only the tightened budget is infeasible: keep the warm start */
+                memcpy(got, warm, (size_t)sp->ndrop * sizeof *got);
+                so.found = true, so.status = MP_RSOLVE_FEASIBLE;
+            } else {
+                info->status = MP_RSOLVE_INFEASIBLE;
+                info->rows = so.rows, info->cols = so.cols;
+                rc = 0;
+                goto done;
+            }
+        }
+        if (!so.found) break;
+        int64_t pk;
+        if (mp_rplan_peak(sp, &(mp_rplan){got}, NULL, &pk, err)) goto done;
+        if (pk <= budget) {
+            have = true;
+            if (wok && plan_cost(sp, warm) < plan_cost(sp, got) - 1e-9) memcpy(got, warm, (size_t)sp->ndrop * sizeof *got);
+        } else {
+            target -= pk - budget;
+        }
+    }
+    if (!have && wok) {
+        memcpy(got, warm, (size_t)sp->ndrop * sizeof *got);
+        have = true, so.status = MP_RSOLVE_FEASIBLE;
+    }
+    if (!have) {
+        mp_fail(err, "remat solve: no plan found within the time limit of %g s (the budget of %lld bytes may be "
+                "infeasible; try a longer --time-limit)", o->time_limit, (long long)budget);
+        goto done;
+    }
+    memcpy(p->choice, got, (size_t)sp->ndrop * sizeof *got);
+    if (mp_rplan_peak(sp, p, NULL, &info->model_peak, err)) goto done;
+    info->status = so.status;
+    info->objective = plan_cost(sp, p->choice);
+    info->lp_bound = fmin(so.bound, info->objective);
+    if (info->status == MP_RSOLVE_OPTIMAL) info->lp_bound = info->objective;
+    info->mip_gap = fmax(0, (info->objective - info->lp_bound) / fmax(info->objective, 1e-12));
+    info->rows = so.rows, info->cols = so.cols;
+    rc = 0;
+done:
+    info->seconds = now() - t0;
+    free(warm);
+    free(got);
+    if (rc) mp_rplan_free(p);
+    return rc;
+}
+
+int mp_remat_min_peak(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *peak, mp_rplan *p, mp_err *err)
+{
+    int64_t lower;
+    return mp_remat_min_peak_range(sp, o, peak, &lower, p, err);
+}
+
+int mp_remat_min_peak_range(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *peak, int64_t *lower, mp_rplan *p,
+                            mp_err *err)
+{
+    double t0 = now();
+    mp_rsolve_opts def = mp_rsolve_defaults();
+    if (!o) o = &def;
+    p->choice = NULL;
+    if (!sp || !sp->rg) return mp_fail(err, "remat min peak: no decision space");
+    if (mp_rplan_init(sp, p, err)) return -1;
+    *peak = *lower = sp->base_peak;
+    if (sp->ncand == 0 || sp->rg->nnodes == 0) return 0;
+    int32_t *warm = malloc(((size_t)sp->ndrop + 1) * sizeof *warm);
+    int32_t *got = malloc(((size_t)sp->ndrop + 1) * sizeof *got);
+    int rc = -1;
+    int64_t wpeak;
+    bool wok;
+    if (!warm || !got) {
+        mp_fail(err, "out of memory in the remat min peak");
+        goto done;
+    }
+    double limit = o->time_limit > 0 ? o->time_limit : 5, deadline = t0 + limit;
+    if (warm_start(sp, 0, true, o, t0 + limit / 3, warm, &wpeak, &wok, err)) goto done;
+    solve_out so;
+    if (solve_once(sp, 0, true, false, warm, wpeak, t0 + limit / 4, o->progress, got, &so, err)) goto done;
+    int64_t gp = INT64_MAX;
+    if (so.found && mp_rplan_peak(sp, &(mp_rplan){got}, NULL, &gp, err)) goto done;
+    if (gp > wpeak) memcpy(got, warm, (size_t)sp->ndrop * sizeof *got), gp = wpeak;
+    memcpy(p->choice, got, (size_t)sp->ndrop * sizeof *got);
+    /* Not proven: bisect the budget with the cost program between a bound
+     * below every peak and the best peak so far, while time is left. */
+    bool ok;
+    int64_t lo = peak_floor(sp, err, &ok);
+    if (!ok) goto done;
+    if (so.lp_bound > (double)lo) lo = (int64_t)floor(so.lp_bound * (1 - 1e-9));
+    if (so.found && so.status == MP_RSOLVE_OPTIMAL) lo = gp;
+    while (lo < gp && deadline - now() > 0.05) {
+        int64_t mid = lo + (gp - lo) / 2, pk = INT64_MAX;
+        if (solve_once(sp, mid, false, true, NULL, 0, deadline, o->progress, got, &so, err)) goto done;
+        if (so.status == MP_RSOLVE_INFEASIBLE && !so.found) {
+            lo = mid + 1;
+            continue;
+        }
+        if (!so.found || mp_rplan_peak(sp, &(mp_rplan){got}, NULL, &pk, err) || pk > mid) break; /* out of time */
+        memcpy(p->choice, got, (size_t)sp->ndrop * sizeof *got);
+        gp = pk;
+    }
+    *peak = gp;
+    *lower = lo < gp ? lo : gp;
+    mp_rsolve_opts rest = *o;
+    /* the cheapest plan at that peak, with what time is left */
+    rest.time_limit = deadline - now();
+    rest.warm = p;
+    if (rest.time_limit > 0.05) {
+        mp_rplan q;
+        mp_rsolve_info qi;
+        if (mp_remat_solve(sp, gp, &rest, &q, &qi, err)) goto done;
+        if (qi.status != MP_RSOLVE_INFEASIBLE && qi.model_peak <= gp) memcpy(p->choice, q.choice, (size_t)sp->ndrop * sizeof *got);
+        mp_rplan_free(&q);
+    }
+    rc = 0;
+done:
+    free(warm);
+    free(got);
+    if (rc) mp_rplan_free(p);
+    return rc;
+}

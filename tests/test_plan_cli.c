@@ -1,0 +1,494 @@
+/* test_plan_cli.c - `memplan ... --budget B` run as a program: the budget
+ * grammar, exit 3 with the smallest feasible budget (which then succeeds, and
+ * one byte less fails), planned peaks within the usable budget, --schedule
+ * files recounted here with Checkmate's semantics, the JSON fields, every
+ * strategy, --batch max, and usage errors. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "frontend/json_read.h"
+#include "passes/remat.h"
+#include "run_memplan.h" /* defines: RUN, run_result, run_free */
+
+#define GRAPHS MEMPLAN_SHARED "/remat-graphs/"
+#define VGG GRAPHS "VGG16_256_224x224x3_train_nx.json"
+#define MOBILENET GRAPHS "MobileNet_512_224x224x3_train_nx.json"
+#define RANDOM100 GRAPHS "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json"
+#define MODEL(name) MEMPLAN_SOURCE "/models/" name
+
+static bool have_graphs(void)
+{
+    if (access(VGG, R_OK) == 0) return true;
+    fprintf(stderr, "test_plan_cli: %s absent, graph-json cases skipped\n", GRAPHS);
+    return false;
+}
+
+/* ---- reading the output ----------------------------------------------------------- */
+
+static int32_t path_get(const mp_jdoc *d, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    int32_t at = 0;
+    for (char *k = strtok(buf, "."); k && at >= 0; k = strtok(NULL, ".")) at = mp_jdoc_member(d, at, k);
+    return at;
+}
+
+static double jnum(const mp_jdoc *d, const char *path)
+{
+    int32_t at = path_get(d, path);
+    ck_assert_msg(at >= 0 && d->node[at].type == MP_JNUM, "no number at %s", path);
+    return d->node[at].num;
+}
+
+static int64_t jint(const mp_jdoc *d, const char *path)
+{
+    int32_t at = path_get(d, path);
+    ck_assert_msg(at >= 0 && d->node[at].type == MP_JNUM && d->node[at].is_int, "no integer at %s", path);
+    return d->node[at].i;
+}
+
+static void parse_out(const run_result *r, mp_jdoc *d)
+{
+    mp_err err = {{0}};
+    ck_assert_msg(mp_jdoc_parse(r->out, r->outlen, d, &err) == 0, "%s", err.msg);
+}
+
+/* One line on stderr, nothing on stdout. */
+static void assert_one_line_error(const run_result *r, int status)
+{
+    ck_assert_msg(r->status == status, "status %d, want %d: %s", r->status, status, r->err);
+    ck_assert_int_eq(r->outlen, 0);
+    ck_assert_msg(r->errlen > 10 && strchr(r->err, '\n') == r->err + r->errlen - 1, "not one line: %s", r->err);
+    ck_assert_ptr_nonnull(strstr(r->err, "memplan: "));
+}
+
+/* The N of "smallest feasible budget is N bytes" in an exit-3 line. */
+static int64_t smallest_budget(const run_result *r)
+{
+    const char *p = strstr(r->err, "smallest feasible budget is ");
+    ck_assert_msg(p != NULL, "%s", r->err);
+    return strtoll(p + strlen("smallest feasible budget is "), NULL, 10);
+}
+
+/* The N of "budget N bytes" in an exit-3 line. */
+static int64_t stated_budget(const run_result *r)
+{
+    const char *p = strstr(r->err, ": budget ");
+    ck_assert_msg(p != NULL, "%s", r->err);
+    return strtoll(p + strlen(": budget "), NULL, 10);
+}
+
+/* ---- the budget grammar ------------------------------------------------------------- */
+
+START_TEST(test_budget_grammar)
+{
+    if (!have_graphs()) return;
+    static const struct {
+        const char *text;
+        int64_t bytes;
+    } valid[] = {
+        {"24GB", INT64_C(24000000000)}, {"24GiB", INT64_C(24) << 30}, {"1.5GiB", INT64_C(3) << 29},
+        {"123456789B", 123456789},     {"123456789", 123456789},     {"100KB", 100000},
+        {"100KiB", 102400},            {"3MB", 3000000},             {"3MiB", 3 << 20},
+        {"2TB", INT64_C(2000000000000)}, {"2TiB", INT64_C(2) << 40},  {"0.5MB", 500000},
+        {".5KiB", 512},                {"7.25GB", INT64_C(7250000000)},
+    };
+    for (size_t k = 0; k < sizeof valid / sizeof *valid; k++) {
+        run_result r = RUN("--graph-json", VGG, "--budget", valid[k].text, "--json", "--strategy", "none");
+        ck_assert_msg(r.status == 0 || r.status == 3, "%s: status %d: %s", valid[k].text, r.status, r.err);
+        int64_t got;
+        if (r.status == 0) {
+            mp_jdoc d;
+            parse_out(&r, &d);
+            got = jint(&d, "plan.budget_bytes");
+            ck_assert_int_eq(jint(&d, "plan.usable_bytes"), got); /* no reserve for graph files */
+            mp_jdoc_free(&d);
+        } else {
+            got = stated_budget(&r);
+        }
+        ck_assert_msg(got == valid[k].bytes, "%s: %lld, want %lld", valid[k].text, (long long)got,
+                      (long long)valid[k].bytes);
+        run_free(&r);
+    }
+    /* a percentage of the store-everything peak */
+    run_result r = RUN("--graph-json", VGG, "--budget", "90%", "--json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    mp_jdoc d;
+    parse_out(&r, &d);
+    int64_t peak = jint(&d, "plan.store_everything_peak_bytes");
+    ck_assert_int_eq(jint(&d, "plan.budget_bytes"), (peak * 9 + 9) / 10);
+    mp_jdoc_free(&d);
+    run_free(&r);
+
+    static const char *const invalid[] = {"-1GB", "abc", "24XB", "24 GB", "1e3", "99999999999999999999",
+                                          "9999999999TB", "0", "0%", "1.5B", "1.5", "10001%", "GB", ".",
+                                          "24GBx", "%", "24gib", "-5%", "0x10", "+3MB"};
+    for (size_t k = 0; k < sizeof invalid / sizeof *invalid; k++) {
+        run_result e = RUN("--graph-json", VGG, "--budget", invalid[k]);
+        assert_one_line_error(&e, 2);
+        ck_assert_msg(strstr(e.err, "--budget"), "%s: %s", invalid[k], e.err);
+        run_free(&e);
+    }
+}
+END_TEST
+
+START_TEST(test_bad_flags)
+{
+    if (!have_graphs()) return;
+    static const char *const cases[][8] = {
+        {"--graph-json", VGG, "--budget", "1GB", "--reserve", "-5", NULL},
+        {"--graph-json", VGG, "--budget", "1GB", "--reserve", "10%", NULL},
+        {"--graph-json", VGG, "--budget", "1GB", "--time-limit", "0", NULL},
+        {"--graph-json", VGG, "--budget", "1GB", "--time-limit", "abc", NULL},
+        {"--graph-json", VGG, "--budget", "1GB", "--time-limit", "inf", NULL},
+        {"--graph-json", VGG, "--budget", "1GB", "--strategy", "random", NULL},
+        {"--graph-json", VGG, "--budget", "1GB", "--gpu", "tpu-v5", NULL},
+        {"--graph-json", VGG, "--budget", "1GB", "--budget", "2GB", NULL},
+        {"--graph-json", VGG, "--budget", "1GB", "--batch", "max", NULL},
+        {"--graph-json", VGG, "--budget", "1GB", MODEL("mlp.onnx"), NULL},
+        {"--graph-json", VGG, NULL},
+        {"--graph-json", VGG, "--budget", NULL},
+        {"--graph-json", GRAPHS "no_such_file.json", "--budget", "1GB", NULL},
+        {MODEL("mlp.onnx"), "--batch", "max", "--budget", "50%", NULL},
+        {MODEL("mlp.onnx"), "--batch", "4", "--budget", "1GB", "--timeline", "/tmp/x.csv", NULL},
+        {"inspect", MODEL("mlp.onnx"), "--batch", "max", NULL},
+        {"inspect", MODEL("mlp.onnx"), "--budget", "1GB", NULL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        run_result r = run_args(cases[k]);
+        assert_one_line_error(&r, 2);
+        run_free(&r);
+    }
+    /* the GPU list is named in the error */
+    run_result r = RUN("--graph-json", VGG, "--budget", "1GB", "--gpu", "tpu");
+    ck_assert_ptr_nonnull(strstr(r.err, "a100-80"));
+    run_free(&r);
+}
+END_TEST
+
+/* ---- impossible budgets ---------------------------------------------------------------- */
+
+/* Exit 3 names the smallest feasible budget; it succeeds, one byte less fails.
+ * When the search stops at the time limit the line gives a proven range
+ * [lower, upper] instead: upper succeeds, lower - 1 fails. */
+static void check_smallest(const char *const *args, int nargs)
+{
+    const char *argv[16];
+    for (int i = 0; i < nargs; i++) argv[i] = args[i];
+    argv[nargs] = "--budget";
+    argv[nargs + 1] = "1000B";
+    argv[nargs + 2] = "--json";
+    argv[nargs + 3] = NULL;
+    run_result r = run_args(argv);
+    assert_one_line_error(&r, 3);
+    int64_t smallest, lower;
+    const char *range = strstr(r.err, "smallest feasible budget lies between ");
+    if (range) {
+        char *end;
+        lower = strtoll(range + strlen("smallest feasible budget lies between "), &end, 10);
+        ck_assert_msg(!strncmp(end, " and ", 5), "%s", r.err);
+        smallest = strtoll(end + 5, NULL, 10);
+        ck_assert_int_lt(lower, smallest);
+    } else {
+        smallest = lower = smallest_budget(&r);
+    }
+    ck_assert_int_gt(lower, 1000);
+    run_free(&r);
+
+    char exact[32], less[32];
+    snprintf(exact, sizeof exact, "%lld", (long long)smallest);
+    snprintf(less, sizeof less, "%lldB", (long long)lower - 1);
+    argv[nargs + 1] = exact;
+    r = run_args(argv);
+    ck_assert_msg(r.status == 0, "at the smallest budget %s: %s", exact, r.err);
+    mp_jdoc d;
+    parse_out(&r, &d);
+    ck_assert_int_le(jint(&d, "plan.peak_bytes"), jint(&d, "plan.usable_bytes"));
+    ck_assert_int_eq(jint(&d, "plan.budget_bytes"), smallest);
+    mp_jdoc_free(&d);
+    run_free(&r);
+    argv[nargs + 1] = less;
+    r = run_args(argv);
+    assert_one_line_error(&r, 3);
+    if (!range) ck_assert_int_eq(smallest_budget(&r), smallest);
+    run_free(&r);
+}
+
+START_TEST(test_smallest_feasible)
+{
+    if (have_graphs()) {
+        check_smallest((const char *[]){"--graph-json", VGG}, 2);
+        check_smallest((const char *[]){"--graph-json", RANDOM100}, 2);
+    }
+    /* a model: the default reserve (512 MiB) is part of the smallest budget */
+    check_smallest((const char *[]){MODEL("mlp.onnx"), "--batch", "8"}, 3);
+    check_smallest((const char *[]){MODEL("cnn_bn.onnx"), "--batch", "8", "--reserve", "0"}, 5);
+    run_result r = RUN(MODEL("mlp.onnx"), "--batch", "8", "--budget", "100MB");
+    assert_one_line_error(&r, 3);
+    ck_assert_int_gt(smallest_budget(&r), INT64_C(512) << 20);
+    ck_assert_ptr_nonnull(strstr(r.err, "reserve"));
+    run_free(&r);
+    /* the parameters and optimizer state dominate a tiny budget for an MLP */
+    r = RUN(MODEL("mlp.onnx"), "--batch", "1", "--budget", "1MB", "--reserve", "0");
+    assert_one_line_error(&r, 3);
+    ck_assert_msg(strstr(r.err, "parameters + optimizer state alone take"), "%s", r.err);
+    run_free(&r);
+    /* no partial --schedule file on failure */
+    char path[] = "/tmp/test_plan_cli_schedXXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    unlink(path);
+    r = RUN(MODEL("mlp.onnx"), "--batch", "1", "--budget", "1MB", "--schedule", path);
+    ck_assert_int_eq(r.status, 3);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    run_free(&r);
+}
+END_TEST
+
+/* ---- schedules, recounted here --------------------------------------------------------- */
+
+/* Checkmate's semantics, written afresh: an entry needs every input's latest
+ * instance alive, allocates its output, and an instance is freed after its
+ * last use (before the next computation of its value). Returns the peak. */
+static int64_t recount(const mp_rgraph *rg, const int32_t *order, int32_t n)
+{
+    int64_t resident = 0;
+    for (int32_t v = 0; v < rg->nvalues; v++)
+        if (rg->producer[v] < 0) resident += rg->bytes[v];
+    /* last[e]: for the instances made at entry e, the last entry reading them */
+    int32_t *last = malloc((size_t)n * sizeof *last), *latest = malloc((size_t)rg->nvalues * sizeof *latest);
+    for (int32_t v = 0; v < rg->nvalues; v++) latest[v] = -1;
+    for (int32_t e = 0; e < n; e++) {
+        int32_t u = order[e];
+        last[e] = e;
+        for (int32_t k = rg->in_off[u]; k < rg->in_off[u + 1]; k++) {
+            int32_t v = rg->in[k];
+            if (rg->producer[v] < 0) continue;
+            ck_assert_msg(latest[v] >= 0, "entry %d (%s) reads value %d before it exists", e, rg->node_name[u], v);
+            last[latest[v]] = e;
+        }
+        for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1]; k++) latest[rg->out[k]] = e;
+    }
+    int64_t peak = resident;
+    for (int32_t e = 0; e < n; e++) {
+        int64_t live = resident;
+        for (int32_t f = 0; f <= e; f++)
+            if (last[f] >= e) {
+                int32_t u = order[f];
+                for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1]; k++) live += rg->bytes[rg->out[k]];
+            }
+        if (live > peak) peak = live;
+    }
+    free(last);
+    free(latest);
+    return peak;
+}
+
+/* Reads a --schedule file (a JSON list of node names) as node ids of rg. */
+static int32_t *read_schedule(const char *path, const mp_rgraph *rg, int32_t *n)
+{
+    mp_jdoc d;
+    mp_err err = {{0}};
+    ck_assert_msg(mp_jdoc_load(path, &d, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(d.node[0].type, MP_JARR);
+    *n = d.node[0].count;
+    int32_t *order = malloc(((size_t)*n + 1) * sizeof *order), i = 0;
+    for (int32_t e = mp_jdoc_first(&d, 0); e >= 0; e = mp_jdoc_next(&d, 0, e), i++) {
+        ck_assert_int_eq(d.node[e].type, MP_JSTR);
+        order[i] = -1;
+        for (int32_t u = 0; u < rg->nnodes && order[i] < 0; u++)
+            if (!strcmp(rg->node_name[u], d.node[e].str)) order[i] = u;
+        ck_assert_msg(order[i] >= 0, "unknown node '%s' in the schedule", d.node[e].str);
+    }
+    mp_jdoc_free(&d);
+    return order;
+}
+
+START_TEST(test_schedule_recount)
+{
+    if (!have_graphs()) return;
+    static const char *const graphs[] = {VGG, MOBILENET, RANDOM100};
+    static const char *const strategies[] = {"ilp", "none", "all", "sqrt", "greedy"};
+    static const char *const budgets[] = {"90%", "95%", "120%"};
+    char path[] = "/tmp/test_plan_cli_schedXXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    close(fd);
+    for (size_t gi = 0; gi < sizeof graphs / sizeof *graphs; gi++) {
+        mp_rgraph rg;
+        mp_err err = {{0}};
+        ck_assert_int_eq(mp_rgraph_from_json(graphs[gi], &rg, &err), 0);
+        for (size_t si = 0; si < sizeof strategies / sizeof *strategies; si++)
+            for (size_t bi = 0; bi < sizeof budgets / sizeof *budgets; bi++) {
+                unlink(path);
+                run_result r = RUN("--graph-json", graphs[gi], "--budget", budgets[bi], "--strategy",
+                                   strategies[si], "--schedule", path, "--json", "--time-limit", "1");
+                if (r.status == 3) { /* a baseline that cannot fit: no file */
+                    ck_assert_msg(strcmp(strategies[si], "ilp") && strcmp(budgets[bi], "120%"), "%s", r.err);
+                    ck_assert_int_ne(access(path, F_OK), 0);
+                    run_free(&r);
+                    continue;
+                }
+                ck_assert_msg(r.status == 0, "%s %s %s: %s", graphs[gi], strategies[si], budgets[bi], r.err);
+                mp_jdoc d;
+                parse_out(&r, &d);
+                int64_t peak = jint(&d, "plan.peak_bytes");
+                ck_assert_int_le(peak, jint(&d, "plan.usable_bytes"));
+                int32_t n;
+                int32_t *order = read_schedule(path, &rg, &n);
+                ck_assert_int_ge(n, rg.nnodes);
+                ck_assert_msg(recount(&rg, order, n) == peak, "%s %s %s: recount %lld, reported %lld", graphs[gi],
+                              strategies[si], budgets[bi], (long long)recount(&rg, order, n), (long long)peak);
+                double overhead = jnum(&d, "plan.recompute_overhead_pct");
+                ck_assert(overhead >= 0);
+                if (!strcmp(strategies[si], "none")) ck_assert(overhead == 0 && n == rg.nnodes);
+                free(order);
+                mp_jdoc_free(&d);
+                run_free(&r);
+            }
+        mp_rgraph_free(&rg);
+    }
+    unlink(path);
+}
+END_TEST
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+START_TEST(test_json_fields)
+{
+    /* a model: the memory JSON, extended */
+    run_result r = RUN(MODEL("cnn_bn.onnx"), "--batch", "8", "--budget", "90%", "--reserve", "0", "--gpu", "h100",
+                       "--json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    mp_jdoc d;
+    parse_out(&r, &d);
+    ck_assert_int_ge(path_get(&d, "memory.peak_bytes"), 0);
+    static const char *const fields[] = {"plan.budget_bytes", "plan.usable_bytes", "plan.strategy", "plan.peak_bytes",
+                                         "plan.recompute_overhead_pct", "plan.kept", "plan.recomputed",
+                                         "solver.status", "solver.seconds", "solver.mip_gap", "solver.lp_bound",
+                                         "baselines.none.peak_bytes", "baselines.all.recompute_overhead_pct",
+                                         "baselines.sqrt.peak_bytes", "baselines.greedy.peak_bytes"};
+    for (size_t k = 0; k < sizeof fields / sizeof *fields; k++)
+        ck_assert_msg(path_get(&d, fields[k]) >= 0, "no %s", fields[k]);
+    ck_assert_int_eq(jint(&d, "plan.store_everything_peak_bytes"), jint(&d, "memory.peak_bytes"));
+    ck_assert_int_eq(jint(&d, "baselines.none.peak_bytes"), jint(&d, "memory.peak_bytes"));
+    ck_assert_int_le(jint(&d, "plan.peak_bytes"), jint(&d, "plan.usable_bytes"));
+    ck_assert_int_eq(d.node[path_get(&d, "plan.kept")].type, MP_JARR);
+    ck_assert_int_gt(d.node[path_get(&d, "plan.recomputed")].count, 0); /* 90% needs some recomputation */
+    ck_assert_str_eq(d.node[path_get(&d, "plan.gpu")].str, "h100");
+    mp_jdoc_free(&d);
+    run_free(&r);
+    /* text: the memory report, then the plan */
+    r = RUN(MODEL("cnn_bn.onnx"), "--batch", "8", "--budget", "90%", "--reserve", "0");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    static const char *const lines[] = {"memory (MiB)", "budget ", "reserve ", "usable ", "strategy ", "planned peak ",
+                                        "recompute ", "values ", "solver ", "greedy"};
+    for (size_t k = 0; k < sizeof lines / sizeof *lines; k++)
+        ck_assert_msg(strstr(r.out, lines[k]), "no '%s' in\n%s", lines[k], r.out);
+    run_free(&r);
+    /* --gpu alone: the budget is its memory */
+    r = RUN(MODEL("mlp.onnx"), "--batch", "8", "--gpu", "t4", "--json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    parse_out(&r, &d);
+    ck_assert_int_eq(jint(&d, "plan.budget_bytes"), INT64_C(15360) << 20);
+    ck_assert_int_eq(jint(&d, "plan.usable_bytes"), (INT64_C(15360) << 20) - (INT64_C(512) << 20));
+    mp_jdoc_free(&d);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_strategies_run)
+{
+    if (!have_graphs()) return;
+    static const char *const strategies[] = {"ilp", "none", "all", "sqrt", "greedy"};
+    int64_t ilp_overhead_x1000 = -1;
+    for (size_t si = 0; si < sizeof strategies / sizeof *strategies; si++) {
+        run_result r = RUN("--graph-json", MOBILENET, "--budget", "150%", "--strategy", strategies[si], "--json");
+        ck_assert_msg(r.status == 0, "%s: %s", strategies[si], r.err);
+        mp_jdoc d;
+        parse_out(&r, &d);
+        ck_assert_str_eq(d.node[path_get(&d, "plan.strategy")].str, strategies[si]);
+        double oh = jnum(&d, "plan.recompute_overhead_pct");
+        if (si == 0) ilp_overhead_x1000 = (int64_t)(oh * 1000);
+        ck_assert(oh >= 0);
+        mp_jdoc_free(&d);
+        run_free(&r);
+    }
+    ck_assert_int_eq(ilp_overhead_x1000, 0); /* everything fits: nothing to recompute */
+    /* monotone: a bigger budget never costs more overhead */
+    double prev = 1e300;
+    static const char *const budgets[] = {"50%", "60%", "70%", "80%", "90%", "100%"};
+    for (size_t bi = 0; bi < sizeof budgets / sizeof *budgets; bi++) {
+        run_result r = RUN("--graph-json", VGG, "--budget", budgets[bi], "--json");
+        if (r.status == 3) {
+            run_free(&r);
+            continue;
+        }
+        ck_assert_msg(r.status == 0, "%s: %s", budgets[bi], r.err);
+        mp_jdoc d;
+        parse_out(&r, &d);
+        double oh = jnum(&d, "plan.recompute_overhead_pct");
+        ck_assert_msg(oh <= prev + 1e-9, "%s: overhead %g after %g", budgets[bi], oh, prev);
+        prev = oh;
+        mp_jdoc_free(&d);
+        run_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(test_batch_max)
+{
+    run_result r = RUN(MODEL("cnn_bn.onnx"), "--batch", "max", "--budget", "64MiB", "--reserve", "0", "--json",
+                       "--time-limit", "2");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    mp_jdoc d;
+    parse_out(&r, &d);
+    int64_t b = jint(&d, "batch_max.batch"), plain = jint(&d, "batch_max.batch_without_recompute");
+    ck_assert_int_gt(b, plain); /* recomputation lets a larger batch fit */
+    ck_assert_int_ge(plain, 1);
+    ck_assert(jnum(&d, "batch_max.recompute_overhead_pct") > 0);
+    ck_assert_int_le(jint(&d, "batch_max.peak_bytes"), INT64_C(64) << 20);
+    ck_assert_int_eq(jint(&d, "symbols.batch"), b);
+    mp_jdoc_free(&d);
+    run_free(&r);
+    /* the batch found fits, the next one does not */
+    char next[32];
+    snprintf(next, sizeof next, "%lld", (long long)b + 1);
+    r = RUN(MODEL("cnn_bn.onnx"), "--batch", next, "--budget", "64MiB", "--reserve", "0");
+    ck_assert_int_eq(r.status, 3);
+    run_free(&r);
+    snprintf(next, sizeof next, "%lld", (long long)plain + 1); /* and past the plain batch, store-everything does not */
+    r = RUN(MODEL("cnn_bn.onnx"), "--batch", next, "--budget", "64MiB", "--reserve", "0", "--strategy", "none");
+    ck_assert_int_eq(r.status, 3);
+    run_free(&r);
+    snprintf(next, sizeof next, "%lld", (long long)plain);
+    r = RUN(MODEL("cnn_bn.onnx"), "--batch", next, "--budget", "64MiB", "--reserve", "0", "--strategy", "none");
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plan_cli");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_budget_grammar);
+    tcase_add_test(tc, test_bad_flags);
+    tcase_add_test(tc, test_smallest_feasible);
+    tcase_add_test(tc, test_schedule_recount);
+    tcase_add_test(tc, test_json_fields);
+    tcase_add_test(tc, test_strategies_run);
+    tcase_add_test(tc, test_batch_max);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,724 @@
+/* test_remat_count.c - the recount of rematerialization orders and the
+ * baselines: hand-built rgraphs with hand-computed peaks and costs, the
+ * recount refusing bad orders, the store-everything peak against a naive
+ * count, the --schedule JSON, and every baseline's order accepted by the
+ * recount with the peaks and costs its strategy implies, on hand-built
+ * graphs and on the Checkmate training graphs of ../shared/remat-graphs. */
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "passes/remat.h"
+
+/* ---- building rgraphs by hand ---------------------------------------------- */
+
+enum { MAXN = 4096, MAXV = 8192, MAXE = 8 };
+
+static void tg_init(mp_rgraph *rg)
+{
+    memset(rg, 0, sizeof *rg);
+    rg->node_name = calloc(MAXN, sizeof *rg->node_name);
+    rg->cost = calloc(MAXN, sizeof *rg->cost);
+    rg->recomputable = calloc(MAXN, 1);
+    rg->in_off = calloc(MAXN + 1, sizeof *rg->in_off);
+    rg->out_off = calloc(MAXN + 1, sizeof *rg->out_off);
+    rg->in = calloc(MAXN * MAXE, sizeof *rg->in);
+    rg->out = calloc(MAXN * MAXE, sizeof *rg->out);
+    rg->bytes = calloc(MAXV, sizeof *rg->bytes);
+    rg->producer = calloc(MAXV, sizeof *rg->producer);
+    rg->keep_to_end = calloc(MAXV, 1);
+    rg->pinned = calloc(MAXV, 1);
+    rg->value_id = calloc(MAXV, sizeof *rg->value_id);
+}
+
+/* A value of `bytes`, resident until a node outputs it. */
+static int32_t tg_value(mp_rgraph *rg, int64_t bytes)
+{
+    ck_assert_int_lt(rg->nvalues, MAXV);
+    rg->bytes[rg->nvalues] = bytes;
+    rg->producer[rg->nvalues] = -1;
+    rg->value_id[rg->nvalues] = -1;
+    return rg->nvalues++;
+}
+
+static int32_t tg_node(mp_rgraph *rg, const char *name, double cost, bool forward, int nin, const int32_t *in,
+                       int nout, const int32_t *out)
+{
+    int32_t u = rg->nnodes++;
+    ck_assert_int_lt(u, MAXN);
+    ck_assert(nin <= MAXE && nout <= MAXE);
+    rg->node_name[u] = strdup(name);
+    rg->cost[u] = cost;
+    rg->recomputable[u] = forward;
+    rg->in_off[u + 1] = rg->in_off[u] + nin;
+    rg->out_off[u + 1] = rg->out_off[u] + nout;
+    for (int k = 0; k < nin; k++) rg->in[rg->in_off[u] + k] = in[k];
+    for (int k = 0; k < nout; k++) {
+        rg->out[rg->out_off[u] + k] = out[k];
+        rg->producer[out[k]] = u;
+    }
+    return u;
+}
+
+/* An order from node ids; recompute is set on ids given as ~id. */
+static mp_rsched order_of(int n, const int32_t *ids)
+{
+    mp_rsched s = {n, malloc(n * sizeof(int32_t)), calloc(n, 1)};
+    for (int e = 0; e < n; e++) {
+        s.node[e] = ids[e] < 0 ? ~ids[e] : ids[e];
+        s.recompute[e] = ids[e] < 0;
+    }
+    return s;
+}
+
+static mp_rcount count_ok(const mp_rgraph *rg, const mp_rsched *s)
+{
+    mp_err err = {{0}};
+    mp_rcount c;
+    ck_assert_msg(mp_rsched_count(rg, s, &c, &err) == 0, "%s", err.msg);
+    return c;
+}
+
+static mp_rcount count_identity(const mp_rgraph *rg)
+{
+    mp_err err = {{0}};
+    mp_rsched s;
+    ck_assert_msg(mp_rsched_identity(rg, &s, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(s.n, rg->nnodes);
+    mp_rcount c = count_ok(rg, &s);
+    mp_rsched_free(&s);
+    return c;
+}
+
+/* ---- the recount on hand-counted graphs ------------------------------------ */
+
+/* x(10, resident) -> n0 -> a(100) -> n1 -> b(200) -> n2 -> c(400, nothing reads it)
+ *   entry 0: 10 + 100 = 110; entry 1: 110 + 200 = 310, a freed; entry 2: 10 + 200 + 400 = 610 */
+START_TEST(test_chain)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t x = tg_value(&rg, 10), a = tg_value(&rg, 100), b = tg_value(&rg, 200), c = tg_value(&rg, 400);
+    tg_node(&rg, "n0", 1, true, 1, &x, 1, &a);
+    tg_node(&rg, "n1", 2, true, 1, &a, 1, &b);
+    tg_node(&rg, "n2", 4, true, 1, &b, 1, &c);
+    mp_rcount k = count_identity(&rg);
+    ck_assert_int_eq(k.peak_bytes, 610);
+    ck_assert_int_eq(k.peak_entry, 2);
+    ck_assert_double_eq(k.cost, 7);
+    ck_assert_double_eq(k.recompute_cost, 0);
+    mp_rsched s = order_of(3, (int32_t[]){0, 1, 2});
+    int64_t live[3];
+    mp_err err = {{0}};
+    ck_assert_int_eq(mp_rsched_profile(&rg, &s, live, &err), 0);
+    ck_assert_int_eq(live[0], 110);
+    ck_assert_int_eq(live[1], 310);
+    ck_assert_int_eq(live[2], 610);
+    mp_rsched_free(&s);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* n0 -> a(100); n1: b(10) = f(a); n2: c(20) = f(a); n3: d(5, keep_to_end) = f(b, c)
+ *   100, 110, 130 (a freed after), 35 */
+START_TEST(test_diamond)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t a = tg_value(&rg, 100), b = tg_value(&rg, 10), c = tg_value(&rg, 20), d = tg_value(&rg, 5);
+    rg.keep_to_end[d] = 1;
+    tg_node(&rg, "n0", 1, true, 0, NULL, 1, &a);
+    tg_node(&rg, "n1", 1, true, 1, &a, 1, &b);
+    tg_node(&rg, "n2", 1, true, 1, &a, 1, &c);
+    tg_node(&rg, "n3", 1, false, 2, (int32_t[]){b, c}, 1, &d);
+    mp_rcount k = count_identity(&rg);
+    ck_assert_int_eq(k.peak_bytes, 130);
+    ck_assert_int_eq(k.peak_entry, 2);
+    mp_rsched s = order_of(4, (int32_t[]){0, 1, 2, 3});
+    int64_t live[4];
+    mp_err err = {{0}};
+    ck_assert_int_eq(mp_rsched_profile(&rg, &s, live, &err), 0);
+    ck_assert_int_eq(live[3], 35);
+    mp_rsched_free(&s);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* n0: a(100), b(50); n1: c(10, unread) = f(a); n2: d(1, unread) = f(b)
+ *   150, 160 (a and c freed after), 51 */
+START_TEST(test_multi_output)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t a = tg_value(&rg, 100), b = tg_value(&rg, 50), c = tg_value(&rg, 10), d = tg_value(&rg, 1);
+    tg_node(&rg, "n0", 1, true, 0, NULL, 2, (int32_t[]){a, b});
+    tg_node(&rg, "n1", 1, true, 1, &a, 1, &c);
+    tg_node(&rg, "n2", 1, true, 1, &b, 1, &d);
+    mp_rsched s = order_of(3, (int32_t[]){0, 1, 2});
+    int64_t live[3];
+    mp_err err = {{0}};
+    ck_assert_int_eq(mp_rsched_profile(&rg, &s, live, &err), 0);
+    ck_assert_int_eq(live[0], 150);
+    ck_assert_int_eq(live[1], 160);
+    ck_assert_int_eq(live[2], 51);
+    ck_assert_int_eq(count_ok(&rg, &s).peak_bytes, 160);
+    mp_rsched_free(&s);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* n0: a(100, cost 3); n1: b(10) = f(a); n2: c(1000) = f(b); n3: d(1) = f(a, c)
+ *   store everything: 100, 110, 1110, 1101 -> peak 1110 at entry 2
+ *   a recomputed before n3: 100, 110 (a freed: its next use follows its
+ *   recomputation), 1010, 1100, 1101 -> peak 1101 at entry 4, recompute cost 3 */
+START_TEST(test_recompute_frees_original)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t a = tg_value(&rg, 100), b = tg_value(&rg, 10), c = tg_value(&rg, 1000), d = tg_value(&rg, 1);
+    tg_node(&rg, "n0", 3, true, 0, NULL, 1, &a);
+    tg_node(&rg, "n1", 1, true, 1, &a, 1, &b);
+    tg_node(&rg, "n2", 1, true, 1, &b, 1, &c);
+    tg_node(&rg, "n3", 1, false, 2, (int32_t[]){a, c}, 1, &d);
+    mp_rcount k = count_identity(&rg);
+    ck_assert_int_eq(k.peak_bytes, 1110);
+    ck_assert_int_eq(k.peak_entry, 2);
+    mp_rsched s = order_of(5, (int32_t[]){0, 1, 2, ~0, 3});
+    k = count_ok(&rg, &s);
+    ck_assert_int_eq(k.peak_bytes, 1101);
+    ck_assert_int_eq(k.peak_entry, 4);
+    ck_assert_double_eq(k.cost, 9);
+    ck_assert_double_eq(k.recompute_cost, 3);
+    int64_t live[5];
+    mp_err err = {{0}};
+    ck_assert_int_eq(mp_rsched_profile(&rg, &s, live, &err), 0);
+    ck_assert_int_eq(live[1], 110);
+    ck_assert_int_eq(live[2], 1010);
+    ck_assert_int_eq(live[3], 1100);
+    mp_rsched_free(&s);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* a(100, keep_to_end) stays alive, so computing it again replaces it (counted
+ * once); x(7) is resident throughout.
+ *   n0: a = f(x); n1: b(10, unread) = f(a); order n0, n1, n0*, n1*:
+ *   107, 117, 107, 117 -> peak 117 at entry 1; recompute cost 2 + 5 */
+START_TEST(test_replace_keep_to_end)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t x = tg_value(&rg, 7), a = tg_value(&rg, 100), b = tg_value(&rg, 10);
+    rg.keep_to_end[a] = 1;
+    tg_node(&rg, "n0", 2, true, 1, &x, 1, &a);
+    tg_node(&rg, "n1", 5, true, 1, &a, 1, &b);
+    mp_rsched s = order_of(4, (int32_t[]){0, 1, ~0, ~1});
+    int64_t live[4];
+    mp_err err = {{0}};
+    ck_assert_int_eq(mp_rsched_profile(&rg, &s, live, &err), 0);
+    ck_assert_int_eq(live[0], 107);
+    ck_assert_int_eq(live[1], 117);
+    ck_assert_int_eq(live[2], 107);
+    ck_assert_int_eq(live[3], 117);
+    mp_rcount k = count_ok(&rg, &s);
+    ck_assert_int_eq(k.peak_bytes, 117);
+    ck_assert_int_eq(k.peak_entry, 1);
+    ck_assert_double_eq(k.cost, 14);
+    ck_assert_double_eq(k.recompute_cost, 7);
+    mp_rsched_free(&s);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+START_TEST(test_rejects_bad_orders)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t a = tg_value(&rg, 100), b = tg_value(&rg, 10), c = tg_value(&rg, 1);
+    tg_node(&rg, "first", 1, true, 0, NULL, 1, &a);
+    tg_node(&rg, "second", 1, true, 1, &a, 1, &b);
+    tg_node(&rg, "third", 1, false, 2, (int32_t[]){a, b}, 1, &c);
+    mp_err err = {{0}};
+    mp_rcount k;
+    /* "second" before "first": its input is not computed yet (frees follow last uses, so that is the only way) */
+    mp_rsched s = order_of(2, (int32_t[]){1, 0});
+    ck_assert_int_eq(mp_rsched_count(&rg, &s, &k, &err), -1);
+    ck_assert_msg(strstr(err.msg, "'second'") && strstr(err.msg, "value 0") && strstr(err.msg, "'first'"), "%s",
+                  err.msg);
+    ck_assert_ptr_null(strchr(err.msg, '\n'));
+    mp_rsched_free(&s);
+    s = order_of(3, (int32_t[]){0, 2, 1});
+    ck_assert_int_eq(mp_rsched_count(&rg, &s, &k, &err), -1);
+    ck_assert_msg(strstr(err.msg, "'third'") && strstr(err.msg, "value 1"), "%s", err.msg);
+    mp_rsched_free(&s);
+    s = order_of(2, (int32_t[]){0, 7});
+    ck_assert_int_eq(mp_rsched_count(&rg, &s, &k, &err), -1);
+    ck_assert_msg(strstr(err.msg, "node 7"), "%s", err.msg);
+    mp_rsched_free(&s);
+    /* a malformed graph: an output whose producer is another node */
+    rg.producer[b] = 0;
+    s = order_of(1, (int32_t[]){0});
+    ck_assert_int_eq(mp_rsched_count(&rg, &s, &k, &err), -1);
+    ck_assert_msg(strstr(err.msg, "'second'"), "%s", err.msg);
+    mp_rsched_free(&s);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* ---- random training-like graphs ------------------------------------------- */
+
+static uint32_t rnd_state;
+static uint32_t rnd(uint32_t n)
+{
+    rnd_state = rnd_state * 1664525u + 1013904223u;
+    return (rnd_state >> 8) % n;
+}
+
+/* A forward pass of m nodes over resident x, each reading one or two earlier
+ * forward values, some writing a second (side) output or a pinned one; a
+ * loss; and a backward node per forward node in reverse, reading the previous
+ * gradient, its forward node's inputs and outputs. */
+static void random_training(mp_rgraph *rg, int m, uint32_t seed)
+{
+    rnd_state = seed;
+    tg_init(rg);
+    static int32_t fv[MAXN], side[MAXN], fin[MAXN][2], nfin[MAXN];
+    int32_t x = tg_value(rg, 1 + rnd(1000));
+    char name[32];
+    for (int i = 0; i < m; i++) {
+        fv[i] = tg_value(rg, 1 + rnd(1000));
+        side[i] = rnd(5) == 0 ? tg_value(rg, 1 + rnd(100)) : -1;
+        rg->pinned[fv[i]] = rnd(9) == 0;
+        nfin[i] = 1 + (i > 1 && rnd(3) == 0);
+        for (int k = 0; k < nfin[i]; k++) fin[i][k] = i == 0 ? x : fv[i - 1 - (k ? rnd(i) : 0)];
+        snprintf(name, sizeof name, "f%d", i);
+        tg_node(rg, name, 1 + rnd(10), true, nfin[i], fin[i], 1 + (side[i] >= 0), (int32_t[]){fv[i], side[i]});
+    }
+    int32_t g = tg_value(rg, 8);
+    tg_node(rg, "loss", 1, true, 1, &fv[m - 1], 1, &g);
+    for (int i = m - 1; i >= 0; i--) {
+        int32_t in[5] = {g, fv[i], fin[i][0], fin[i][nfin[i] - 1], side[i]};
+        int32_t ng = tg_value(rg, 1 + rnd(1000));
+        if (i == 0) rg->keep_to_end[ng] = 1;
+        snprintf(name, sizeof name, "b%d", i);
+        tg_node(rg, name, 1 + rnd(10), false, 4 + (side[i] >= 0), in, 1, &ng);
+        g = ng;
+    }
+}
+
+/* Live bytes at step i of the store-everything order, counted the slow way:
+ * a value lives from its producer to its last reader (keep_to_end: to the end). */
+static int64_t naive_live(const mp_rgraph *rg, int32_t i)
+{
+    int64_t sum = 0;
+    for (int32_t v = 0; v < rg->nvalues; v++) {
+        int32_t p = rg->producer[v], last = p;
+        for (int32_t k = 0; k < rg->in_off[rg->nnodes]; k++)
+            if (rg->in[k] == v)
+                for (int32_t u = 0; u < rg->nnodes; u++)
+                    if (k >= rg->in_off[u] && k < rg->in_off[u + 1] && u > last) last = u;
+        if (p < 0 || (p <= i && (i <= last || rg->keep_to_end[v]))) sum += rg->bytes[v];
+    }
+    return sum;
+}
+
+START_TEST(test_identity_matches_naive)
+{
+    for (uint32_t seed = 1; seed <= 5; seed++) {
+        mp_rgraph rg;
+        random_training(&rg, 40, seed);
+        mp_rsched s;
+        mp_err err = {{0}};
+        ck_assert_int_eq(mp_rsched_identity(&rg, &s, &err), 0);
+        int64_t *live = malloc(s.n * sizeof *live), max = 0;
+        ck_assert_int_eq(mp_rsched_profile(&rg, &s, live, &err), 0);
+        for (int32_t i = 0; i < s.n; i++) {
+            int64_t want = naive_live(&rg, i);
+            ck_assert_int_eq(live[i], want);
+            if (want > max) max = want;
+        }
+        ck_assert_int_eq(count_ok(&rg, &s).peak_bytes, max);
+        free(live);
+        mp_rsched_free(&s);
+        mp_rgraph_free(&rg);
+    }
+}
+END_TEST
+
+/* Live bytes at entry e of any order, the slow way: a value's latest
+ * computation at or before e is alive there if it is e itself, if it is
+ * kept to the end, or if an entry from e on reads it before the value is
+ * computed again. -1 if an input of e was never computed before e. */
+static int64_t naive_entry(const mp_rgraph *rg, const mp_rsched *s, int32_t e)
+{
+    int32_t u = s->node[e];
+    for (int32_t k = rg->in_off[u]; k < rg->in_off[u + 1]; k++) {
+        int32_t v = rg->in[k], c = -1;
+        for (int32_t x = 0; x < e; x++)
+            if (s->node[x] == rg->producer[v]) c = x;
+        if (rg->producer[v] >= 0 && c < 0) return -1;
+    }
+    int64_t sum = 0;
+    for (int32_t v = 0; v < rg->nvalues; v++) {
+        int32_t p = rg->producer[v], c = -1, next = s->n;
+        if (p < 0) {
+            sum += rg->bytes[v];
+            continue;
+        }
+        for (int32_t x = 0; x <= e; x++)
+            if (s->node[x] == p) c = x;
+        for (int32_t x = s->n - 1; x > e; x--)
+            if (s->node[x] == p) next = x;
+        bool alive = c == e || (c >= 0 && rg->keep_to_end[v]);
+        for (int32_t r = e; r < next && c >= 0 && !alive; r++)
+            for (int32_t k = rg->in_off[s->node[r]]; k < rg->in_off[s->node[r] + 1]; k++)
+                if (rg->in[k] == v && r > c) alive = true; /* at c it read the previous one */
+        if (alive) sum += rg->bytes[v];
+    }
+    return sum;
+}
+
+/* Random orders with recomputations inserted (some of them invalid): the
+ * recount agrees with the slow count on every entry, and refuses exactly the
+ * orders that read a value before any computation of it. */
+START_TEST(test_recount_matches_naive)
+{
+    int refused = 0, accepted = 0;
+    for (uint32_t seed = 1; seed <= 60; seed++) {
+        mp_rgraph rg;
+        random_training(&rg, 12, seed);
+        int32_t n = rg.nnodes, m = n + 12;
+        mp_rsched s = {m, malloc(m * sizeof(int32_t)), calloc(m, 1)};
+        int32_t e = 0, i = 0;
+        while (e < m) {
+            if (i < n && (rnd(3) != 0 || m - e == n - i)) {
+                s.node[e++] = i++;
+            } else {
+                s.node[e] = (int32_t)rnd(seed % 4 == 0 ? (uint32_t)n : (uint32_t)(i > 0 ? i : 1));
+                s.recompute[e++] = 1;
+            }
+        }
+        int64_t *live = malloc(m * sizeof *live);
+        mp_err err = {{0}};
+        int rc = mp_rsched_profile(&rg, &s, live, &err);
+        bool valid = true;
+        for (int32_t x = 0; x < m && valid; x++) valid = naive_entry(&rg, &s, x) >= 0;
+        ck_assert_msg(rc == (valid ? 0 : -1), "seed %u: %s", seed, err.msg);
+        if (valid) {
+            for (int32_t x = 0; x < m; x++) ck_assert_int_eq(live[x], naive_entry(&rg, &s, x));
+            accepted++;
+        } else {
+            ck_assert_msg(strstr(err.msg, "is not computed before it"), "%s", err.msg);
+            refused++;
+        }
+        free(live);
+        mp_rsched_free(&s);
+        mp_rgraph_free(&rg);
+    }
+    ck_assert_int_gt(accepted, 10);
+    ck_assert_int_gt(refused, 3);
+}
+END_TEST
+
+/* ---- the --schedule file ---------------------------------------------------- */
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+START_TEST(test_write_json)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t a = tg_value(&rg, 1), b = tg_value(&rg, 1);
+    tg_node(&rg, "conv \"1\"\\x", 1, true, 0, NULL, 1, &a);
+    tg_node(&rg, "line\nbreak\x01", 1, false, 1, &a, 1, &b);
+    char dir[] = "/tmp/remat_json_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/sched.json", dir);
+    mp_rsched s = order_of(3, (int32_t[]){0, ~0, 1});
+    mp_err err = {{0}};
+    ck_assert_msg(mp_rsched_write_json(&rg, &s, path, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(slurp(path), "[\n  \"conv \\\"1\\\"\\\\x\",\n  \"conv \\\"1\\\"\\\\x\",\n"
+                                  "  \"line\\nbreak\\u0001\"\n]\n");
+    unlink(path);
+    /* an empty order is an empty list; a bad directory fails and leaves nothing */
+    mp_rsched empty = {0, NULL, NULL};
+    ck_assert_int_eq(mp_rsched_write_json(&rg, &empty, path, &err), 0);
+    ck_assert_str_eq(slurp(path), "[]\n");
+    unlink(path);
+    snprintf(path, sizeof path, "%s/missing/sched.json", dir);
+    ck_assert_int_eq(mp_rsched_write_json(&rg, &s, path, &err), -1);
+    ck_assert_msg(strstr(err.msg, "missing"), "%s", err.msg);
+    ck_assert_int_eq(rmdir(dir), 0); /* empty: no temporary file left */
+    mp_rsched_free(&s);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* ---- baselines ---------------------------------------------------------------- */
+
+/* n residual-like blocks over resident x0: a_i = f(x_i) (A bytes), x_{i+1} =
+ * g(a_i, x_i) (X bytes); a loss; backward b_i reads the gradient, a_i and x_i.
+ * The articulation values are x_1..x_n and a_0; the other a_i are not. */
+static void block_chain(mp_rgraph *rg, int n, int64_t A, int64_t X)
+{
+    tg_init(rg);
+    int32_t xs[MAXN], as[MAXN];
+    char name[32];
+    xs[0] = tg_value(rg, X);
+    for (int i = 0; i < n; i++) {
+        as[i] = tg_value(rg, A);
+        xs[i + 1] = tg_value(rg, X);
+        snprintf(name, sizeof name, "f%d", i);
+        tg_node(rg, name, 1, true, 1, &xs[i], 1, &as[i]);
+        snprintf(name, sizeof name, "g%d", i);
+        tg_node(rg, name, 2, true, 2, (int32_t[]){as[i], xs[i]}, 1, &xs[i + 1]);
+    }
+    int32_t g = tg_value(rg, 4);
+    tg_node(rg, "loss", 1, true, 1, &xs[n], 1, &g);
+    for (int i = n - 1; i >= 0; i--) {
+        int32_t ng = tg_value(rg, X);
+        snprintf(name, sizeof name, "b%d", i);
+        tg_node(rg, name, 3, false, 3, (int32_t[]){g, as[i], xs[i]}, 1, &ng);
+        g = ng;
+    }
+    rg->keep_to_end[g] = 1;
+}
+
+static mp_rcount baseline(const mp_rgraph *rg, mp_rbaseline b, int64_t budget)
+{
+    mp_err err = {{0}};
+    mp_rsched s;
+    ck_assert_msg(mp_remat_baseline(rg, b, budget, &s, &err) == 0, "%s: %s", mp_rbaseline_names[b], err.msg);
+    mp_rcount c = count_ok(rg, &s);
+    int32_t again = 0;
+    for (int32_t e = 0; e < s.n; e++) {
+        again += s.recompute[e];
+        if (!s.recompute[e]) continue;
+        int32_t u = s.node[e]; /* only forward nodes run again, and never one writing a pinned value */
+        ck_assert_msg(rg->recomputable[u], "%s reruns '%s'", mp_rbaseline_names[b], rg->node_name[u]);
+        for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1]; k++) ck_assert(!rg->pinned[rg->out[k]]);
+    }
+    ck_assert_int_eq(s.n - again, rg->nnodes); /* every node once, plus recomputations */
+    mp_rsched_free(&s);
+    return c;
+}
+
+START_TEST(test_baselines_block_chain)
+{
+    mp_rgraph rg;
+    block_chain(&rg, 25, 1000, 10);
+    mp_rcount none = baseline(&rg, MP_RBASE_NONE, 0), all = baseline(&rg, MP_RBASE_ALL, 0),
+              sq = baseline(&rg, MP_RBASE_SQRT, 0);
+    ck_assert_int_eq(none.peak_bytes, count_identity(&rg).peak_bytes);
+    ck_assert_double_eq(none.recompute_cost, 0);
+    /* all keeps x_1..x_25 and brings back one a_i at a time; sqrt keeps x_5,
+     * x_10, .., recomputing five blocks at once */
+    ck_assert_int_lt(all.peak_bytes, sq.peak_bytes);
+    ck_assert_int_lt(sq.peak_bytes, none.peak_bytes);
+    ck_assert_int_le(all.peak_bytes, 2 * 1000 + 30 * 10 + 4);
+    /* all recomputes only the a_i (f, cost 1), except a_0 (x0 is resident, so
+     * a_0 is an articulation value too); sqrt recomputes g_i too, costing more */
+    ck_assert_double_eq(all.recompute_cost, 24);
+    ck_assert_double_gt(sq.recompute_cost, all.recompute_cost);
+    /* greedy fits a budget between the two */
+    int64_t budget = (all.peak_bytes + none.peak_bytes) / 2;
+    mp_rcount gr = baseline(&rg, MP_RBASE_GREEDY, budget);
+    ck_assert_int_le(gr.peak_bytes, budget);
+    ck_assert_double_gt(gr.recompute_cost, 0);
+    budget = all.peak_bytes;
+    gr = baseline(&rg, MP_RBASE_GREEDY, budget);
+    ck_assert_int_le(gr.peak_bytes, budget);
+    /* below what any order needs: a clear failure */
+    mp_err err = {{0}};
+    mp_rsched s;
+    ck_assert_int_eq(mp_remat_baseline(&rg, MP_RBASE_GREEDY, 1005, &s, &err), -1);
+    ck_assert_msg(strstr(err.msg, "greedy") && strstr(err.msg, "1005"), "%s", err.msg);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* m is pinned (it cannot be recomputed), so when greedy evicts a and runs f1
+ * again for the backward, m must still be there: it stays while a may be
+ * needed. x(10, resident); f0: m(10) = f(x); f1: a(1000) = f(m); f2: c(1000)
+ * = f(a); f3: d(1000) = f(c); b3: g3(10) = f(d); b2: g2(10) = f(g3, c); b1:
+ * g1(10, kept to the end) = f(g2, a). Store everything peaks at f3: 3020. */
+START_TEST(test_greedy_keeps_pinned_inputs)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t x = tg_value(&rg, 10), m = tg_value(&rg, 10), a = tg_value(&rg, 1000), c = tg_value(&rg, 1000);
+    int32_t d = tg_value(&rg, 1000), g3 = tg_value(&rg, 10), g2 = tg_value(&rg, 10), g1 = tg_value(&rg, 10);
+    rg.pinned[m] = 1;
+    rg.keep_to_end[g1] = 1;
+    tg_node(&rg, "f0", 1, true, 1, &x, 1, &m);
+    int32_t f1 = tg_node(&rg, "f1", 1, true, 1, &m, 1, &a);
+    tg_node(&rg, "f2", 1, true, 1, &a, 1, &c);
+    tg_node(&rg, "f3", 1, true, 1, &c, 1, &d);
+    tg_node(&rg, "b3", 1, false, 1, &d, 1, &g3);
+    tg_node(&rg, "b2", 1, false, 2, (int32_t[]){g3, c}, 1, &g2);
+    tg_node(&rg, "b1", 1, false, 2, (int32_t[]){g2, a}, 1, &g1);
+    ck_assert_int_eq(count_identity(&rg).peak_bytes, 3020);
+    mp_err err = {{0}};
+    mp_rsched s;
+    ck_assert_msg(mp_remat_baseline(&rg, MP_RBASE_GREEDY, 2100, &s, &err) == 0, "%s", err.msg);
+    mp_rcount k = count_ok(&rg, &s);
+    ck_assert_int_le(k.peak_bytes, 2100);
+    ck_assert_double_eq(k.recompute_cost, 1);
+    bool reran_f1 = false;
+    for (int32_t e = 0; e < s.n; e++) reran_f1 |= s.recompute[e] && s.node[e] == f1;
+    ck_assert(reran_f1);
+    mp_rsched_free(&s);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* With blocks of equal sizes the sqrt segments are cheaper in memory than
+ * keeping every articulation value. */
+START_TEST(test_baselines_sqrt_memory)
+{
+    mp_rgraph rg;
+    block_chain(&rg, 64, 100, 100);
+    mp_rcount none = baseline(&rg, MP_RBASE_NONE, 0), all = baseline(&rg, MP_RBASE_ALL, 0),
+              sq = baseline(&rg, MP_RBASE_SQRT, 0);
+    ck_assert_int_lt(sq.peak_bytes, all.peak_bytes);
+    ck_assert_int_lt(all.peak_bytes, none.peak_bytes);
+    ck_assert_double_gt(sq.recompute_cost, all.recompute_cost);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+START_TEST(test_baselines_random)
+{
+    int fits = 0;
+    for (uint32_t seed = 1; seed <= 20; seed++) {
+        mp_rgraph rg;
+        random_training(&rg, 10 + (int)(seed * 13 % 90), seed);
+        mp_rcount none = baseline(&rg, MP_RBASE_NONE, 0);
+        baseline(&rg, MP_RBASE_ALL, 0);
+        baseline(&rg, MP_RBASE_SQRT, 0);
+        for (int f = 5; f <= 10; f++) {
+            int64_t budget = none.peak_bytes * f / 10;
+            mp_err err = {{0}};
+            mp_rsched s;
+            if (mp_remat_baseline(&rg, MP_RBASE_GREEDY, budget, &s, &err) == 0) {
+                mp_rsched_free(&s);
+                ck_assert_int_le(baseline(&rg, MP_RBASE_GREEDY, budget).peak_bytes, budget);
+                fits++;
+            } else {
+                ck_assert_msg(strstr(err.msg, "greedy: a budget of"), "%s", err.msg);
+                ck_assert_int_lt(f, 10); /* the store-everything peak always fits */
+            }
+        }
+        mp_rgraph_free(&rg);
+    }
+    ck_assert_int_gt(fits, 100); /* of 120, down to half the store-everything peak */
+}
+END_TEST
+
+/* No forward nodes, a single node, nothing at all: every baseline copes. */
+START_TEST(test_baselines_odd_graphs)
+{
+    for (int shape = 0; shape < 4; shape++) {
+        mp_rgraph rg;
+        tg_init(&rg);
+        int32_t x = tg_value(&rg, 5);
+        if (shape == 1) {
+            int32_t a = tg_value(&rg, 3), b = tg_value(&rg, 4);
+            tg_node(&rg, "b0", 1, false, 1, &x, 1, &a);
+            tg_node(&rg, "b1", 1, false, 2, (int32_t[]){a, x}, 1, &b);
+        } else if (shape == 2) {
+            int32_t a = tg_value(&rg, 3);
+            tg_node(&rg, "f0", 1, true, 1, &x, 1, &a);
+        } else if (shape == 3) { /* two forward branches: no articulation value */
+            int32_t a = tg_value(&rg, 3), b = tg_value(&rg, 4), c = tg_value(&rg, 1), d = tg_value(&rg, 2);
+            tg_node(&rg, "f0", 1, true, 1, &x, 1, &a);
+            tg_node(&rg, "f1", 1, true, 1, &x, 1, &b);
+            tg_node(&rg, "f2", 1, true, 2, (int32_t[]){a, b}, 1, &c);
+            tg_node(&rg, "b0", 1, false, 3, (int32_t[]){a, b, c}, 1, &d);
+        }
+        int64_t peak = count_identity(&rg).peak_bytes;
+        for (int b = 0; b < MP_RBASE_COUNT; b++) ck_assert_int_le(baseline(&rg, b, peak).peak_bytes, peak);
+        mp_rgraph_free(&rg);
+    }
+}
+END_TEST
+
+/* The Checkmate training graphs: every baseline's order counts, and greedy
+ * either fits 0.9 of the store-everything peak or says why not. */
+START_TEST(test_baselines_checkmate)
+{
+    const char *dir = MEMPLAN_SHARED "/remat-graphs";
+    DIR *d = opendir(dir);
+    if (!d) {
+        printf("test_baselines_checkmate: %s is absent, skipped\n", dir);
+        return;
+    }
+    int graphs = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strstr(e->d_name, "_train_nx.json")) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        mp_rgraph rg;
+        mp_err err = {{0}};
+        ck_assert_msg(mp_rgraph_from_json(path, &rg, &err) == 0, "%s: %s", path, err.msg);
+        mp_rcount none = baseline(&rg, MP_RBASE_NONE, 0), sq = baseline(&rg, MP_RBASE_SQRT, 0);
+        mp_rcount all = baseline(&rg, MP_RBASE_ALL, 0);
+        ck_assert_msg(sq.peak_bytes <= none.peak_bytes && all.peak_bytes <= none.peak_bytes, "%s", e->d_name);
+        ck_assert_double_ge(sq.recompute_cost, all.recompute_cost); /* sqrt keeps a subset of all's checkpoints */
+        int64_t budget = none.peak_bytes / 10 * 9;
+        mp_rsched s;
+        if (mp_remat_baseline(&rg, MP_RBASE_GREEDY, budget, &s, &err) == 0) {
+            ck_assert_int_le(count_ok(&rg, &s).peak_bytes, budget);
+            mp_rsched_free(&s);
+        } else {
+            ck_assert_msg(strstr(err.msg, "greedy: a budget of"), "%s: %s", e->d_name, err.msg);
+        }
+        mp_rgraph_free(&rg);
+        graphs++;
+    }
+    closedir(d);
+    ck_assert_int_ge(graphs, 6);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("remat_count");
+    TCase *t = tcase_create("recount");
+    tcase_add_test(t, test_chain);
+    tcase_add_test(t, test_diamond);
+    tcase_add_test(t, test_multi_output);
+    tcase_add_test(t, test_recompute_frees_original);
+    tcase_add_test(t, test_replace_keep_to_end);
+    tcase_add_test(t, test_rejects_bad_orders);
+    tcase_add_test(t, test_identity_matches_naive);
+    tcase_add_test(t, test_recount_matches_naive);
+    tcase_add_test(t, test_write_json);
+    suite_add_tcase(s, t);
+    t = tcase_create("baselines");
+    tcase_add_test(t, test_baselines_block_chain);
+    tcase_add_test(t, test_baselines_sqrt_memory);
+    tcase_add_test(t, test_greedy_keeps_pinned_inputs);
+    tcase_add_test(t, test_baselines_random);
+    tcase_add_test(t, test_baselines_odd_graphs);
+    tcase_add_test(t, test_baselines_checkmate);
+    suite_add_tcase(s, t);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
