@@ -1,0 +1,907 @@
+/* arena.c - static offsets, in four passes: check and pad the buffers, bound
+ * (load sweep and time-disjoint parts), the two greedy placements, then the
+ * branch and bound on the parts that keep the arena above the bound.
+ * Sizes and offsets are held in units of the alignment throughout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "passes/arena.h"
+
+const char *const mp_arena_method_names[MP_ARENA_METHOD_COUNT] = {"by-size", "by-start", "search"};
+
+mp_arena_opts mp_arena_defaults(void)
+{
+    return (mp_arena_opts){.alignment = 256, .time_limit = 5.0, .node_limit = 0, .search_max_buffers = 3000};
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* upper - lower, saturated */
+static int64_t life(const mp_arena_buf *b)
+{
+    int64_t d;
+    return __builtin_sub_overflow(b->upper, b->lower, &d) ? INT64_MAX : d;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* ---- the instance ----------------------------------------------------------- */
+
+typedef struct inst {
+    const mp_arena_buf *b;
+    int32_t n;
+    int64_t align;
+    int64_t *u;          /* n: size in units (rounded up) */
+    int32_t *by_lower;   /* n: ids sorted by lower, then id */
+    int32_t *pos;        /* n: position of each id in by_lower */
+    int64_t *lowers;     /* n: lower of by_lower[k] */
+    int32_t *part_at;    /* nparts + 1: part k is by_lower[part_at[k] .. part_at[k+1]) */
+    int32_t nparts;
+} inst;
+
+typedef struct key3 {
+    int64_t k1, k2;
+    int32_t id;
+} key3;
+
+static int cmp_key3(const void *pa, const void *pb)
+{
+    const key3 *a = pa, *b = pb;
+    if (a->k1 != b->k1) return a->k1 < b->k1 ? -1 : 1;
+    if (a->k2 != b->k2) return a->k2 < b->k2 ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* ids sorted by (k1, k2, id) ascending, into out[n]. */
+static int sort_ids(int32_t n, const int64_t *k1, const int64_t *k2, int32_t *out)
+{
+    key3 *k = malloc((size_t)(n ? n : 1) * sizeof *k);
+    if (!k) return -1;
+    for (int32_t i = 0; i < n; i++) k[i] = (key3){k1[i], k2 ? k2[i] : 0, i};
+    qsort(k, (size_t)n, sizeof *k, cmp_key3);
+    for (int32_t i = 0; i < n; i++) out[i] = k[i].id;
+    free(k);
+    return 0;
+}
+
+static void inst_free(inst *in)
+{
+    free(in->u);
+    free(in->by_lower);
+    free(in->pos);
+    free(in->lowers);
+    free(in->part_at);
+}
+
+/* Pass 1: checks the buffers, pads the sizes and sorts by start. */
+static int inst_init(inst *in, const mp_arena_buf *b, int32_t n, int64_t align, mp_err *err)
+{
+    memset(in, 0, sizeof *in);
+    in->b = b;
+    in->n = n;
+    in->align = align;
+    size_t m = (size_t)(n ? n : 1);
+    in->u = malloc(m * sizeof *in->u);
+    in->by_lower = malloc(m * sizeof *in->by_lower);
+    in->pos = malloc(m * sizeof *in->pos);
+    in->lowers = malloc(m * sizeof *in->lowers);
+    in->part_at = malloc((m + 1) * sizeof *in->part_at);
+    int64_t *lo = calloc(m, sizeof *lo);
+    if (!in->u || !in->by_lower || !in->pos || !in->lowers || !in->part_at || !lo) {
+        free(lo);
+        return mp_fail(err, "out of memory");
+    }
+    int64_t total = 0;
+    for (int32_t i = 0; i < n; i++) {
+        char nm[160];
+        if (b[i].name) snprintf(nm, sizeof nm, "'%s'", b[i].name);
+        else snprintf(nm, sizeof nm, "buffer %d", i);
+        if (b[i].lower >= b[i].upper) {
+            free(lo);
+            return mp_fail(err, "arena: %s has an empty lifetime [%lld, %lld)", nm, (long long)b[i].lower,
+                           (long long)b[i].upper);
+        }
+        if (b[i].size < 0) {
+            free(lo);
+            return mp_fail(err, "arena: %s has a negative size %lld", nm, (long long)b[i].size);
+        }
+        in->u[i] = b[i].size / align + (b[i].size % align != 0);
+        /* every offset stays below the sum of the padded sizes: keep that in range */
+        if (!mp_add_ok(total, in->u[i], &total) || !mp_mul_ok(total, align, &(int64_t){0})) {
+            free(lo);
+            return mp_fail(err, "arena: the buffers' total size overflows 64 bits");
+        }
+        lo[i] = b[i].lower;
+    }
+    if (sort_ids(n, lo, NULL, in->by_lower)) {
+        free(lo);
+        return mp_fail(err, "out of memory");
+    }
+    free(lo);
+    /* parts: cut wherever no buffer started so far lives past the next start */
+    int64_t reach = INT64_MIN;
+    for (int32_t k = 0; k < n; k++) {
+        int32_t i = in->by_lower[k];
+        in->pos[i] = k;
+        in->lowers[k] = b[i].lower;
+        if (b[i].lower >= reach) in->part_at[in->nparts++] = k;
+        reach = max64(reach, b[i].upper);
+    }
+    in->part_at[in->nparts] = n;
+    return 0;
+}
+
+/* Pass 2: the most live at one instant, in bytes and in padded units (ends
+ * before starts at equal times: lifetimes are half-open). */
+typedef struct event {
+    int64_t t;
+    int32_t start; /* 0 end, 1 start */
+    int32_t id;
+} event;
+
+static int cmp_event(const void *pa, const void *pb)
+{
+    const event *a = pa, *b = pb;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    return a->start - b->start;
+}
+
+static int load_bound(const inst *in, int64_t *bytes, int64_t *units)
+{
+    event *e = malloc((size_t)(2 * in->n + 1) * sizeof *e);
+    if (!e) return -1;
+    for (int32_t i = 0; i < in->n; i++) {
+        e[2 * i] = (event){in->b[i].lower, 1, i};
+        e[2 * i + 1] = (event){in->b[i].upper, 0, i};
+    }
+    qsort(e, (size_t)(2 * in->n), sizeof *e, cmp_event);
+    int64_t lb = 0, lu = 0, cb = 0, cu = 0;  /* totals fit: inst_init checked the sum of padded sizes */
+    for (int32_t k = 0; k < 2 * in->n; k++) {
+        int64_t s = in->b[e[k].id].size, u = in->u[e[k].id];
+        cb += e[k].start ? s : -s;
+        cu += e[k].start ? u : -u;
+        lb = max64(lb, cb);
+        lu = max64(lu, cu);
+    }
+    free(e);
+    *bytes = lb;
+    *units = lu;
+    return 0;
+}
+
+static int64_t arena_units(const inst *in, const int64_t *off, int32_t from, int32_t to)
+{
+    int64_t a = 0;
+    for (int32_t k = from; k < to; k++) {
+        int32_t i = in->by_lower[k];
+        if (in->u[i]) a = max64(a, off[i] + in->u[i]);
+    }
+    return a;
+}
+
+static int64_t arena_bytes(const inst *in, const int64_t *off)
+{
+    int64_t a = 0;
+    for (int32_t i = 0; i < in->n; i++)
+        if (in->b[i].size) a = max64(a, off[i] * in->align + in->b[i].size);
+    return a;
+}
+
+/* ---- pass 3: greedy placement over an interval sweep ------------------------- */
+
+/* A max tree over the buffers in by_lower order: the upper of each placed
+ * buffer, INT64_MIN for the others. The placed buffers that conflict with
+ * [lo, up) are those before the first start >= up whose upper > lo. */
+typedef struct span {
+    int64_t off, end;
+} span;
+
+typedef struct greedy {
+    const inst *in;
+    int32_t leaves;
+    int64_t *mx;       /* 2 * leaves */
+    span *hits;        /* n */
+    int32_t nhits;
+} greedy;
+
+static void tree_set(greedy *g, int32_t k, int64_t v)
+{
+    int32_t x = k + g->leaves;
+    g->mx[x] = v;
+    for (x /= 2; x >= 1; x /= 2) g->mx[x] = max64(g->mx[2 * x], g->mx[2 * x + 1]);
+}
+
+static void tree_collect(greedy *g, const int64_t *off, int32_t x, int32_t xlo, int32_t xhi, int32_t p, int64_t lo)
+{
+    if (xlo >= p || g->mx[x] <= lo) return;
+    if (x >= g->leaves) {
+        int32_t i = g->in->by_lower[xlo];
+        g->hits[g->nhits++] = (span){off[i], off[i] + g->in->u[i]};
+        return;
+    }
+    int32_t mid = xlo + (xhi - xlo) / 2;
+    tree_collect(g, off, 2 * x, xlo, mid, p, lo);
+    tree_collect(g, off, 2 * x + 1, mid, xhi, p, lo);
+}
+
+/* Sorts spans by offset (quicksort, insertion below 16): the hot loop of the greedy. */
+static void sort_spans(span *a, int32_t n)
+{
+    while (n > 16) {
+        int64_t p = a[n / 2].off;
+        int32_t i = 0, j = n - 1;
+        while (i <= j) {
+            while (a[i].off < p) i++;
+            while (a[j].off > p) j--;
+            if (i <= j) {
+                span t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
+        }
+        /* recurse into the smaller side, loop on the larger */
+        if (j + 1 < n - i) {
+            sort_spans(a, j + 1);
+            a += i;
+            n -= i;
+        } else {
+            sort_spans(a + i, n - i);
+            n = j + 1;
+        }
+    }
+    for (int32_t i = 1; i < n; i++) {
+        span t = a[i];
+        int32_t j = i;
+        for (; j > 0 && a[j - 1].off > t.off; j--) a[j] = a[j - 1];
+        a[j] = t;
+    }
+}
+
+/* Sorts n spans by offset into a (tmp: n scratch spans): LSD radix by bytes
+ * of the offset for long runs (the conflicts of one buffer can be thousands),
+ * the quicksort for short ones. */
+static void radix_spans(span *a, span *tmp, int32_t n)
+{
+    if (n <= 64) {
+        sort_spans(a, n);
+        return;
+    }
+    int64_t top = 0;
+    for (int32_t i = 0; i < n; i++) top = max64(top, a[i].off);
+    span *src = a, *dst = tmp;
+    for (int shift = 0; shift < 64 && (top >> shift) > 0; shift += 8) {
+        int32_t count[257] = {0};
+        for (int32_t i = 0; i < n; i++) count[((src[i].off >> shift) & 255) + 1]++;
+        for (int d = 0; d < 256; d++) count[d + 1] += count[d];
+        for (int32_t i = 0; i < n; i++) dst[count[(src[i].off >> shift) & 255]++] = src[i];
+        span *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+}
+
+/* Places buffers in `order`, each in the smallest gap that holds it among the
+ * placed buffers it conflicts with (the lowest of equal gaps), on top when none. */
+static int greedy_by_size(const inst *in, const int32_t *order, int64_t *off)
+{
+    greedy g = {.in = in, .leaves = 1};
+    while (g.leaves < in->n) g.leaves *= 2;
+    g.mx = malloc((size_t)(2 * g.leaves) * sizeof *g.mx);
+    g.hits = malloc((size_t)(in->n ? in->n : 1) * sizeof *g.hits);
+    span *tmp = malloc((size_t)(in->n ? in->n : 1) * sizeof *tmp);
+    if (!g.mx || !g.hits || !tmp) {
+        free(g.mx);
+        free(g.hits);
+        free(tmp);
+        return -1;
+    }
+    for (int32_t x = 0; x < 2 * g.leaves; x++) g.mx[x] = INT64_MIN;
+    for (int32_t k = 0; k < in->n; k++) {
+        int32_t i = order[k];
+        off[i] = 0;
+        int64_t need = in->u[i];
+        if (!need) continue;
+        /* p: the first position whose start is >= this buffer's end */
+        int32_t p0 = 0, p1 = in->n;
+        while (p0 < p1) {
+            int32_t mid = p0 + (p1 - p0) / 2;
+            if (in->lowers[mid] < in->b[i].upper) p0 = mid + 1;
+            else p1 = mid;
+        }
+        g.nhits = 0;
+        tree_collect(&g, off, 1, 0, g.leaves, p0, in->b[i].lower);
+        radix_spans(g.hits, tmp, g.nhits);
+        int64_t cur = 0, at = -1, gap = INT64_MAX;
+        for (int32_t h = 0; h < g.nhits; h++) {
+            int64_t room = g.hits[h].off - cur;
+            if (room >= need && room < gap) {
+                at = cur;
+                gap = room;
+            }
+            cur = max64(cur, g.hits[h].end);
+        }
+        off[i] = at >= 0 ? at : cur;
+        tree_set(&g, in->pos[i], in->b[i].upper);
+    }
+    free(g.mx);
+    free(g.hits);
+    free(tmp);
+    return 0;
+}
+
+/* First fit in order of start: the buffers placed before one that it
+ * conflicts with are exactly those still live at its start, so a sweep keeps
+ * them in an array sorted by offset and needs no sort per buffer. */
+static int greedy_by_start(const inst *in, const int32_t *order, int64_t *off)
+{
+    span *live = malloc((size_t)(in->n ? in->n : 1) * sizeof *live);
+    int32_t *ends = malloc((size_t)(in->n ? in->n : 1) * sizeof *ends);  /* placed ids by upper */
+    int64_t *up = malloc((size_t)(in->n ? in->n : 1) * sizeof *up);
+    if (!live || !ends || !up) {
+        free(live);
+        free(ends);
+        free(up);
+        return -1;
+    }
+    for (int32_t i = 0; i < in->n; i++) up[i] = in->b[i].upper;
+    if (sort_ids(in->n, up, NULL, ends)) {
+        free(live);
+        free(ends);
+        free(up);
+        return -1;
+    }
+    int32_t nlive = 0, e = 0;
+    for (int32_t k = 0; k < in->n; k++) {
+        int32_t i = order[k];
+        /* retire what ends by this start (found by its offset: live offsets are distinct) */
+        for (; e < in->n && in->b[ends[e]].upper <= in->b[i].lower; e++) {
+            int32_t j = ends[e];
+            if (!in->u[j]) continue;
+            int32_t lo = 0, hi = nlive;
+            while (lo < hi) {
+                int32_t mid = lo + (hi - lo) / 2;
+                if (live[mid].off < off[j]) lo = mid + 1;
+                else hi = mid;
+            }
+            memmove(live + lo, live + lo + 1, (size_t)(nlive - lo - 1) * sizeof *live);
+            nlive--;
+        }
+        off[i] = 0;
+        if (!in->u[i]) continue;
+        int64_t cur = 0;
+        int32_t at = 0;
+        for (; at < nlive && live[at].off - cur < in->u[i]; at++) cur = max64(cur, live[at].end);
+        off[i] = cur;
+        memmove(live + at + 1, live + at, (size_t)(nlive - at) * sizeof *live);
+        live[at] = (span){cur, cur + in->u[i]};
+        nlive++;
+    }
+    free(live);
+    free(ends);
+    free(up);
+    return 0;
+}
+
+/* ---- pass 4: branch and bound on one part --------------------------------------- */
+
+enum { FOUND, INFEASIBLE, LIMIT };
+
+typedef struct undo {
+    int32_t idx;
+    int64_t val;
+} undo;
+
+typedef struct undo_stack {
+    undo *a;
+    size_t n, cap;
+    bool oom;
+} undo_stack;
+
+static void push_undo(undo_stack *s, int32_t idx, int64_t val)
+{
+    if (s->n == s->cap) {
+        size_t c = s->cap ? 2 * s->cap : 1024;
+        undo *a = realloc(s->a, c * sizeof *a);
+        if (!a) {
+            s->oom = true;
+            return;
+        }
+        s->a = a;
+        s->cap = c;
+    }
+    s->a[s->n++] = (undo){idx, val};
+}
+
+typedef struct cand {
+    int64_t off;
+    int32_t pre, b;
+} cand;
+
+static int cmp_cand(const void *pa, const void *pb)
+{
+    const cand *a = pa, *b = pb;
+    if (a->off != b->off) return a->off < b->off ? -1 : 1;
+    return a->pre - b->pre;
+}
+
+/* One part's search state; buffers are local indices 0..m-1, sections the
+ * elementary intervals between the part's distinct lifetime ends (every
+ * buffer of a section is live through all of it, so they stack). */
+typedef struct search {
+    int32_t m, nsec;
+    int32_t *id;             /* m: global id */
+    int64_t *sz;             /* m: units */
+    int32_t *pre;            /* m: rank in the preorder */
+    int32_t *slo, *shi;      /* m: sections [slo, shi) */
+    int32_t *ov_at, *ov;     /* CSR: conflicting buffers */
+    int32_t *sm_at, *sm;     /* CSR: buffers of each section */
+    int64_t *floor_;         /* nsec: no unplaced buffer of the section can go lower */
+    int64_t *total;          /* nsec: units of the unplaced buffers of the section */
+    int64_t *sec_total;      /* nsec: units of all its buffers */
+    int64_t *minoff;         /* m: lowest offset left to an unplaced buffer (top of its placed conflicts) */
+    int64_t *off;            /* m: -1 while unplaced */
+    int64_t *sol;            /* m: the solution found */
+    int32_t *cuts;           /* nsec: unplaced buffers live in both section x and x + 1 */
+    int32_t *stamp, stampc;  /* nsec: dedup of affected sections */
+    int32_t *affected;       /* nsec */
+    cand *scratch;           /* m: candidates being sorted */
+    int32_t *pool;           /* m (m + 1) / 2: the sorted candidates of each depth */
+    undo_stack umin, ufloor;
+    int64_t cap;
+    int64_t nodes, node_budget;
+    double deadline;
+} search;
+
+static void search_free(search *s)
+{
+    free(s->id);
+    free(s->sz);
+    free(s->pre);
+    free(s->slo);
+    free(s->shi);
+    free(s->ov_at);
+    free(s->ov);
+    free(s->sm_at);
+    free(s->sm);
+    free(s->floor_);
+    free(s->total);
+    free(s->sec_total);
+    free(s->minoff);
+    free(s->off);
+    free(s->sol);
+    free(s->stamp);
+    free(s->cuts);
+    free(s->affected);
+    free(s->pool);
+    free(s->scratch);
+    free(s->umin.a);
+    free(s->ufloor.a);
+}
+
+static int cmp_i64(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+static int64_t find_time(const int64_t *t, int32_t n, int64_t v)
+{
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (t[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Builds the state of part k (its buffers of nonzero size); -1 on OOM. */
+static int search_init(search *s, const inst *in, int32_t k)
+{
+    memset(s, 0, sizeof *s);
+    int32_t m = 0;
+    for (int32_t q = in->part_at[k]; q < in->part_at[k + 1]; q++) m += in->u[in->by_lower[q]] > 0;
+    s->m = m;
+    size_t mm = (size_t)(m ? m : 1);
+    s->id = malloc(mm * sizeof *s->id);
+    s->sz = malloc(mm * sizeof *s->sz);
+    s->pre = malloc(mm * sizeof *s->pre);
+    s->slo = malloc(mm * sizeof *s->slo);
+    s->shi = malloc(mm * sizeof *s->shi);
+    s->minoff = calloc(mm, sizeof *s->minoff);
+    s->off = malloc(mm * sizeof *s->off);
+    s->sol = malloc(mm * sizeof *s->sol);
+    s->ov_at = calloc(mm + 1, sizeof *s->ov_at);
+    s->pool = malloc(mm * (mm + 1) / 2 * sizeof *s->pool);
+    s->scratch = malloc(mm * sizeof *s->scratch);
+    int64_t *t = malloc(2 * mm * sizeof *t);
+    if (!s->id || !s->sz || !s->pre || !s->slo || !s->shi || !s->minoff || !s->off || !s->sol || !s->ov_at ||
+        !s->pool || !s->scratch || !t) {
+        free(t);
+        return -1;
+    }
+    m = 0;
+    for (int32_t q = in->part_at[k]; q < in->part_at[k + 1]; q++) {
+        int32_t i = in->by_lower[q];
+        if (!in->u[i]) continue;
+        s->id[m] = i;
+        s->sz[m] = in->u[i];
+        s->off[m] = -1;
+        t[2 * m] = in->b[i].lower;
+        t[2 * m + 1] = in->b[i].upper;
+        m++;
+    }
+    /* sections between distinct times */
+    qsort(t, 2 * (size_t)m, sizeof *t, cmp_i64);
+    int32_t nt = 0;
+    for (int32_t j = 0; j < 2 * m; j++)
+        if (!nt || t[j] != t[nt - 1]) t[nt++] = t[j];
+    s->nsec = nt > 1 ? nt - 1 : 1;
+    size_t ns = (size_t)s->nsec;
+    s->floor_ = calloc(ns, sizeof *s->floor_);
+    s->total = calloc(ns, sizeof *s->total);
+    s->sec_total = calloc(ns, sizeof *s->sec_total);
+    s->stamp = calloc(ns, sizeof *s->stamp);
+    s->cuts = calloc(ns, sizeof *s->cuts);
+    s->affected = malloc(ns * sizeof *s->affected);
+    s->sm_at = calloc(ns + 1, sizeof *s->sm_at);
+    if (!s->floor_ || !s->total || !s->sec_total || !s->stamp || !s->cuts || !s->affected || !s->sm_at) {
+        free(t);
+        return -1;
+    }
+    int64_t members = 0;
+    for (int32_t b = 0; b < m; b++) {
+        s->slo[b] = (int32_t)find_time(t, nt, in->b[s->id[b]].lower);
+        s->shi[b] = (int32_t)find_time(t, nt, in->b[s->id[b]].upper);
+        members += s->shi[b] - s->slo[b];
+        for (int32_t c = s->slo[b]; c < s->shi[b]; c++) {
+            s->total[c] += s->sz[b];
+            s->sm_at[c + 1]++;
+            if (c + 1 < s->shi[b]) s->cuts[c]++;
+        }
+    }
+    free(t);
+    for (int32_t c = 0; c < s->nsec; c++) s->sm_at[c + 1] += s->sm_at[c];
+    memcpy(s->sec_total, s->total, ns * sizeof *s->total);
+    s->sm = malloc((size_t)(members ? members : 1) * sizeof *s->sm);
+    int32_t *fill = calloc(ns, sizeof *fill);
+    if (!s->sm || !fill) {
+        free(fill);
+        return -1;
+    }
+    for (int32_t b = 0; b < m; b++)
+        for (int32_t c = s->slo[b]; c < s->shi[b]; c++) s->sm[s->sm_at[c] + fill[c]++] = b;
+    free(fill);
+    /* conflicts: pairs sharing a section (the part is small, m^2 is fine) */
+    int64_t pairs = 0;
+    for (int32_t a = 0; a < m; a++)
+        for (int32_t b = 0; b < m; b++)
+            if (a != b && s->slo[a] < s->shi[b] && s->slo[b] < s->shi[a]) s->ov_at[a + 1]++, pairs++;
+    for (int32_t a = 0; a < m; a++) s->ov_at[a + 1] += s->ov_at[a];
+    s->ov = malloc((size_t)(pairs ? pairs : 1) * sizeof *s->ov);
+    if (!s->ov) return -1;
+    for (int32_t a = 0, w = 0; a < m; a++)
+        for (int32_t b = 0; b < m; b++)
+            if (a != b && s->slo[a] < s->shi[b] && s->slo[b] < s->shi[a]) s->ov[w++] = b;
+    return 0;
+}
+
+/* Preorders (ties of the dynamic order), as MiniMalloc's heuristics: T the
+ * largest total of a section the buffer lives in, W its width in sections,
+ * A its area. Sorted descending by the three keys in the given order. */
+static const char heuristics[][4] = {"WAT", "TAW", "TWA"};
+
+typedef struct key4 {
+    int64_t k[3];
+    int32_t id;
+} key4;
+
+static int cmp_key4_desc(const void *pa, const void *pb)
+{
+    const key4 *a = pa, *b = pb;
+    for (int j = 0; j < 3; j++)
+        if (a->k[j] != b->k[j]) return a->k[j] > b->k[j] ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+static void search_preorder(search *s, const inst *in, const char *h)
+{
+    key4 *keys = malloc((size_t)(s->m ? s->m : 1) * sizeof *keys);
+    if (!keys) { /* any preorder is correct, only slower */
+        for (int32_t b = 0; b < s->m; b++) s->pre[b] = b;
+        return;
+    }
+    for (int32_t b = 0; b < s->m; b++) {
+        int64_t tot = 0, area;
+        for (int32_t c = s->slo[b]; c < s->shi[b]; c++) tot = max64(tot, s->sec_total[c]);
+        const mp_arena_buf *x = &in->b[s->id[b]];
+        if (!mp_mul_ok(s->sz[b], life(x), &area)) area = INT64_MAX;
+        keys[b].id = b;
+        for (int j = 0; j < 3; j++) keys[b].k[j] = h[j] == 'T' ? tot : h[j] == 'W' ? s->shi[b] - s->slo[b] : area;
+    }
+    qsort(keys, (size_t)s->m, sizeof *keys, cmp_key4_desc);
+    for (int32_t q = 0; q < s->m; q++) s->pre[keys[q].id] = q;
+    free(keys);
+}
+
+/* The capacity check of a node: in every section the unplaced buffers stack
+ * above its floor, and above the offset just used (placements never go lower). */
+static bool search_fits(const search *s, int32_t lo, int32_t hi, int64_t at)
+{
+    for (int32_t c = lo; c < hi; c++)
+        if (max64(s->floor_[c], at) + s->total[c] > s->cap) return false;
+    return true;
+}
+
+static void search_place(search *s, int32_t b, int64_t at)
+{
+    int64_t top = at + s->sz[b];
+    s->off[b] = at;
+    s->stampc++;
+    int32_t na = 0;
+    for (int32_t q = s->ov_at[b]; q < s->ov_at[b + 1]; q++) {
+        int32_t c = s->ov[q];
+        if (s->off[c] >= 0 || s->minoff[c] >= top) continue;
+        push_undo(&s->umin, c, s->minoff[c]);
+        s->minoff[c] = top;
+        for (int32_t x = s->slo[c]; x < s->shi[c]; x++)
+            if (s->stamp[x] != s->stampc) s->stamp[x] = s->stampc, s->affected[na++] = x;
+    }
+    for (int32_t x = s->slo[b]; x < s->shi[b]; x++) {
+        push_undo(&s->ufloor, x, s->floor_[x]);
+        s->floor_[x] = max64(s->floor_[x], top);
+        s->total[x] -= s->sz[b];
+        if (x + 1 < s->shi[b]) s->cuts[x]--;
+    }
+    /* a section's floor is no lower than the lowest offset left to its unplaced buffers */
+    for (int32_t j = 0; j < na; j++) {
+        int32_t x = s->affected[j];
+        int64_t lo = INT64_MAX;
+        for (int32_t q = s->sm_at[x]; q < s->sm_at[x + 1] && lo > s->floor_[x]; q++) /* stop: no raise */
+            if (s->off[s->sm[q]] < 0 && s->minoff[s->sm[q]] < lo) lo = s->minoff[s->sm[q]];
+        if (lo != INT64_MAX && s->floor_[x] < lo) {
+            push_undo(&s->ufloor, x, s->floor_[x]);
+            s->floor_[x] = lo;
+        }
+    }
+}
+
+static void search_unplace(search *s, int32_t b, size_t mark_min, size_t mark_floor)
+{
+    while (s->ufloor.n > mark_floor) {
+        undo u = s->ufloor.a[--s->ufloor.n];
+        s->floor_[u.idx] = u.val;
+    }
+    while (s->umin.n > mark_min) {
+        undo u = s->umin.a[--s->umin.n];
+        s->minoff[u.idx] = u.val;
+    }
+    for (int32_t x = s->slo[b]; x < s->shi[b]; x++) {
+        s->total[x] += s->sz[b];
+        if (x + 1 < s->shi[b]) s->cuts[x]++;
+    }
+    s->off[b] = -1;
+}
+
+static int search_split(search *s, int32_t lo, int32_t hi, int32_t depth, int64_t last_off, int32_t last_pre);
+
+/* Depth-first over the unplaced buffers of sections [lo, hi): each at the
+ * lowest offset left to it, in (offset, preorder) order no lower than the last
+ * placement (canonical), none at or above the lowest top an unplaced buffer
+ * could reach (that would leave a gap it could drop into: dominated). */
+static int search_dfs(search *s, int32_t lo, int32_t hi, int32_t depth, int64_t last_off, int32_t last_pre)
+{
+    if (s->nodes >= s->node_budget || s->umin.oom || s->ufloor.oom) return LIMIT;
+    if ((++s->nodes & 15) == 0 && now() > s->deadline) return LIMIT; /* a node can take 0.3 ms */
+    cand *c = s->scratch;
+    int32_t nc = 0;
+    int64_t min_top = INT64_MAX;
+    for (int32_t b = 0; b < s->m; b++)
+        if (s->off[b] < 0 && s->slo[b] >= lo && s->shi[b] <= hi) {
+            c[nc++] = (cand){s->minoff[b], s->pre[b], b};
+            min_top = s->minoff[b] + s->sz[b] < min_top ? s->minoff[b] + s->sz[b] : min_top;
+        }
+    if (!nc) { /* every placed buffer: the groups solved before this one have written theirs */
+        for (int32_t b = 0; b < s->m; b++)
+            if (s->off[b] >= 0) s->sol[b] = s->off[b];
+        return FOUND;
+    }
+    qsort(c, (size_t)nc, sizeof *c, cmp_cand);
+    /* the order is kept by id: children reuse scratch, and undo restores every minoff */
+    int32_t *ids = s->pool + ((size_t)depth * (size_t)(2 * s->m - depth + 1)) / 2;
+    for (int32_t j = 0; j < nc; j++) ids[j] = c[j].b;
+    for (int32_t j = 0; j < nc; j++) {
+        int32_t b = ids[j];
+        int64_t at = s->minoff[b];
+        if (at >= min_top) break;
+        if (at < last_off || (at == last_off && s->pre[b] < last_pre)) continue;
+        bool hatless = true; /* no unplaced buffer conflicts with b: none could ever sit on it */
+        for (int32_t q = s->ov_at[b]; q < s->ov_at[b + 1] && hatless; q++) hatless = s->off[s->ov[q]] >= 0;
+        size_t mark_min = s->umin.n, mark_floor = s->ufloor.n;
+        search_place(s, b, at);
+        int rc = search_fits(s, lo, hi, at) ? search_split(s, lo, hi, depth + 1, at, s->pre[b]) : INFEASIBLE;
+        search_unplace(s, b, mark_min, mark_floor);
+        /* a hatless b can drop to this offset in any solution, which then starts with b or with a
+         * candidate already tried: nothing else is left to try (MiniMalloc's hatless pruning) */
+        if (rc != INFEASIBLE || hatless) return rc;
+    }
+    return INFEASIBLE;
+}
+
+/* Where no unplaced buffer lives across a section boundary, the buffers on
+ * either side no longer interact: solve the groups one after the other, each
+ * from a fresh canonical order (MiniMalloc's dynamic decomposition), instead
+ * of backtracking through their product. */
+static int search_split(search *s, int32_t lo, int32_t hi, int32_t depth, int64_t last_off, int32_t last_pre)
+{
+    int32_t x = lo;
+    while (x + 1 < hi && s->cuts[x] > 0) x++;
+    if (x + 1 >= hi) return search_dfs(s, lo, hi, depth, last_off, last_pre);
+    for (int32_t from = lo; from < hi;) {
+        int32_t to = from + 1;
+        while (to < hi && s->cuts[to - 1] > 0) to++;
+        int rc = search_dfs(s, from, to, depth, 0, -1);
+        if (rc != FOUND) return rc;
+        from = to;
+    }
+    return FOUND;
+}
+
+/* Is there an assignment of part k within cap units? Round robin over the
+ * preorders with doubling node budgets. FOUND writes the part's offsets. */
+static int search_part(const inst *in, int32_t k, int64_t cap, double deadline, int64_t *nodes_left, int64_t *nodes,
+                       int64_t *off)
+{
+    search s;
+    if (search_init(&s, in, k)) {
+        search_free(&s);
+        return LIMIT;
+    }
+    s.cap = cap;
+    s.deadline = deadline;
+    int rc = LIMIT;
+    int64_t budget = 2 * (int64_t)s.m + 16;
+    if (!search_fits(&s, 0, s.nsec, 0)) rc = INFEASIBLE;
+    while (rc == LIMIT && now() < deadline && *nodes_left > 0) {
+        for (size_t h = 0; h < sizeof heuristics / sizeof *heuristics && rc == LIMIT; h++) {
+            search_preorder(&s, in, heuristics[h]);
+            s.nodes = 0;
+            s.node_budget = budget < *nodes_left ? budget : *nodes_left;
+            rc = search_split(&s, 0, s.nsec, 0, 0, -1);
+            *nodes += s.nodes;
+            *nodes_left -= s.nodes;
+            if (now() > deadline || *nodes_left <= 0) break;
+        }
+        budget = budget < INT64_MAX / 2 ? 2 * budget : INT64_MAX;
+    }
+    if (rc == FOUND)
+        for (int32_t b = 0; b < s.m; b++) off[s.id[b]] = s.sol[b];
+    search_free(&s);
+    return rc;
+}
+
+/* Lowers the arena of `off` (units) by probing capacities: first the bound,
+ * then a bisection between the proven floor and the best found; a probe
+ * searches only the parts above its capacity. Capacities step by g, the gcd
+ * of the sizes (canonical arenas are sums of sizes). */
+static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound, int64_t g, int64_t *off,
+                           mp_arena_result *r)
+{
+    double t0 = now(), end = t0 + o->time_limit;
+    int64_t nodes_left = o->node_limit > 0 ? o->node_limit : INT64_MAX;
+    int64_t hi = arena_units(in, off, 0, in->n);
+    int64_t proven = (bound + g - 1) / g * g, lo = proven; /* every cap < proven is infeasible */
+    bool first = true;
+    while (lo < hi && now() < end && nodes_left > 0) {
+        int64_t cap = first ? lo : lo + ((hi - lo) / g / 2) * g;
+        first = false;
+        double left = end - now();
+        double deadline = now() + (left > 0.002 ? left / 2 : left);
+        int rc = FOUND;
+        for (int32_t k = 0; k < in->nparts && rc == FOUND; k++) {
+            if (arena_units(in, off, in->part_at[k], in->part_at[k + 1]) <= cap) continue;
+            if (in->part_at[k + 1] - in->part_at[k] > o->search_max_buffers) rc = LIMIT;
+            else rc = search_part(in, k, cap, deadline, &nodes_left, &r->nodes, off);
+        }
+        if (rc == FOUND) hi = arena_units(in, off, 0, in->n);
+        else if (rc == INFEASIBLE) lo = proven = cap + g; /* and so is every smaller cap */
+        else lo = cap + g;
+    }
+    r->optimal = hi <= proven;
+}
+
+/* ---- the driver ---------------------------------------------------------------- */
+
+int mp_arena_assign(const mp_arena_buf *bufs, int32_t n, const mp_arena_opts *o, int64_t *offsets,
+                    mp_arena_result *r, mp_err *err)
+{
+    mp_arena_opts def = mp_arena_defaults();
+    if (!o) o = &def;
+    memset(r, 0, sizeof *r);
+    for (int k = 0; k < MP_ARENA_METHOD_COUNT; k++) r->method_bytes[k] = -1;
+    if (n < 0 || (n > 0 && (!bufs || !offsets))) return mp_fail(err, "arena: no buffers given");
+    if (o->alignment < 1) return mp_fail(err, "arena: the alignment must be >= 1 (got %lld)", (long long)o->alignment);
+    if (o->time_limit < 0 || o->node_limit < 0)
+        return mp_fail(err, "arena: negative time or node limit");
+    inst in;
+    int rc = inst_init(&in, bufs, n, o->alignment, err);
+    int64_t lb_units = 0;
+    int32_t *order = NULL;
+    int64_t *k1 = NULL, *k2 = NULL, *alt = NULL;
+    if (rc) goto done;
+    rc = -1;
+    order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    k1 = malloc((size_t)(n ? n : 1) * sizeof *k1);
+    k2 = malloc((size_t)(n ? n : 1) * sizeof *k2);
+    alt = malloc((size_t)(n ? n : 1) * sizeof *alt);
+    if (!order || !k1 || !k2 || !alt || load_bound(&in, &r->lower_bound, &lb_units)) {
+        mp_fail(err, "out of memory");
+        goto done;
+    }
+    r->aligned_bound = lb_units * o->alignment;
+    r->parts = in.nparts;
+
+    /* by size: largest first, earlier starts first among equals (better than longer lifetimes first on
+     * the idealloc traces: S_1 1.0158x against 1.0249x of the bound) */
+    for (int32_t i = 0; i < n; i++) k1[i] = -in.u[i], k2[i] = bufs[i].lower;
+    if (sort_ids(n, k1, k2, order) || greedy_by_size(&in, order, offsets)) {
+        mp_fail(err, "out of memory");
+        goto done;
+    }
+    r->method_bytes[MP_ARENA_BY_SIZE] = arena_bytes(&in, offsets);
+    r->method = MP_ARENA_BY_SIZE;
+    /* by start: earliest first, larger first among equals */
+    for (int32_t i = 0; i < n; i++) k1[i] = bufs[i].lower, k2[i] = -in.u[i];
+    if (sort_ids(n, k1, k2, order) || greedy_by_start(&in, order, alt)) {
+        mp_fail(err, "out of memory");
+        goto done;
+    }
+    r->method_bytes[MP_ARENA_BY_START] = arena_bytes(&in, alt);
+    if (r->method_bytes[MP_ARENA_BY_START] < r->method_bytes[MP_ARENA_BY_SIZE]) {
+        memcpy(offsets, alt, (size_t)n * sizeof *alt);
+        r->method = MP_ARENA_BY_START;
+    }
+
+    int64_t units = arena_units(&in, offsets, 0, n);
+    r->optimal = units <= lb_units;
+    if (!r->optimal && o->time_limit > 0) {
+        int64_t g = 0;
+        for (int32_t i = 0; i < n; i++) g = gcd64(g, in.u[i]);
+        memcpy(alt, offsets, (size_t)n * sizeof *alt);
+        search_improve(&in, o, lb_units, g ? g : 1, alt, r);
+        int64_t b = arena_bytes(&in, alt);
+        if (arena_units(&in, alt, 0, n) < units) {
+            r->method_bytes[MP_ARENA_SEARCH] = b;
+            memcpy(offsets, alt, (size_t)n * sizeof *alt);
+            r->method = MP_ARENA_SEARCH;
+        }
+    }
+    r->arena_bytes = arena_bytes(&in, offsets);
+    for (int32_t i = 0; i < n; i++) offsets[i] *= o->alignment;
+    rc = 0;
+done:
+    inst_free(&in);
+    free(order);
+    free(k1);
+    free(k2);
+    free(alt);
+    return rc;
+}

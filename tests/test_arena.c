@@ -1,0 +1,389 @@
+/* test_arena.c - static offsets (passes/arena.h) and their verifier
+ * (passes/offsets_verify.h): hand instances reach their known optimum
+ * (MiniMalloc's 5-buffer example, the omnimalloc-small cases, optimum in the
+ * name), random instances always verify and never beat the lower bound, the
+ * training step of models/cnn_bn.onnx stays within 1.01x of its bound, bad
+ * input is refused, and the verifier catches each corruption of a valid plan. */
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/infer.h"
+#include "frontend/onnx.h"
+#include "passes/arena.h"
+#include "passes/lifetime.h"
+#include "passes/offsets_verify.h"
+#include "passes/schedule.h"
+#include "passes/train.h"
+
+/* Assigns with alignment `align` and checks what holds for every result. */
+static mp_arena_result assign_checked(const mp_arena_buf *b, int32_t n, int64_t align, double time_limit,
+                                      int64_t *off)
+{
+    mp_arena_opts o = mp_arena_defaults();
+    o.alignment = align;
+    o.time_limit = time_limit;
+    mp_arena_result r;
+    mp_err err = {{0}};
+    ck_assert_msg(mp_arena_assign(b, n, &o, off, &r, &err) == 0, "%s", err.msg);
+    ck_assert_msg(mp_offsets_verify(b, n, off, r.arena_bytes, -1, &err) == 0, "%s", err.msg);
+    ck_assert_int_ge(r.arena_bytes, r.lower_bound);
+    ck_assert_int_ge(r.aligned_bound, r.lower_bound);
+    for (int32_t i = 0; i < n; i++) ck_assert_int_eq(off[i] % align, 0);
+    for (int k = 0; k < MP_ARENA_METHOD_COUNT; k++)
+        if (r.method_bytes[k] >= 0) ck_assert_int_ge(r.method_bytes[k], r.arena_bytes);
+    ck_assert_int_eq(r.method_bytes[r.method], r.arena_bytes);
+    return r;
+}
+
+/* ---- hand instances ------------------------------------------------------------ */
+
+/* MiniMalloc's README example: capacity 12 is the optimum and the bound. */
+START_TEST(test_minimalloc_example)
+{
+    static const mp_arena_buf b[] = {
+        {0, 3, 4, "b1"}, {3, 9, 4, "b2"}, {0, 9, 4, "b3"}, {9, 21, 4, "b4"}, {0, 21, 4, "b5"},
+    };
+    int64_t off[5];
+    mp_arena_result r = assign_checked(b, 5, 1, 1.0, off);
+    ck_assert_int_eq(r.lower_bound, 12);
+    ck_assert_int_eq(r.arena_bytes, 12);
+    ck_assert(r.optimal);
+}
+END_TEST
+
+/* omnimalloc's a.6: greedy by size misses it; the best method must not. */
+START_TEST(test_omnimalloc_inline)
+{
+    static const mp_arena_buf b[] = {
+        {0, 3, 2, NULL}, {2, 5, 2, NULL}, {0, 2, 3, NULL}, {3, 5, 3, NULL}, {1, 4, 1, NULL},
+    };
+    int64_t off[5];
+    mp_arena_result r = assign_checked(b, 5, 1, 1.0, off);
+    ck_assert_int_eq(r.lower_bound, 6);
+    ck_assert_int_eq(r.arena_bytes, 6);
+    ck_assert(r.optimal);
+    ck_assert_int_gt(r.method_bytes[MP_ARENA_BY_SIZE], 6);
+}
+END_TEST
+
+static int read_csv(const char *path, mp_arena_buf *b, int max)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s", path);
+    char line[256];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        long long id, lo, up, sz;
+        if (sscanf(line, "%lld,%lld,%lld,%lld", &id, &lo, &up, &sz) == 4)
+            b[n++] = (mp_arena_buf){.lower = lo, .upper = up, .size = sz};
+    }
+    fclose(f);
+    return n;
+}
+
+/* Every omnimalloc-small case (X.OPT.csv) at its optimum, proven; with the
+ * search off, the heuristics alone may miss some but never beat the bound. */
+START_TEST(test_omnimalloc_small)
+{
+    const char *dir = MEMPLAN_SHARED "/alloc-benchmarks/omnimalloc-small";
+    DIR *d = opendir(dir);
+    if (!d) {
+        printf("test_omnimalloc_small: %s absent, skipped\n", dir);
+        return;
+    }
+    int cases = 0, missed_by_heuristics = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *dot = strchr(e->d_name, '.');
+        if (!dot || !strstr(e->d_name, ".csv")) continue;
+        long long opt = atoll(dot + 1);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        mp_arena_buf b[64];
+        int64_t off[64];
+        int n = read_csv(path, b, 64);
+        ck_assert_int_gt(n, 0);
+        mp_arena_result r = assign_checked(b, n, 1, 1.0, off);
+        ck_assert_msg(r.arena_bytes == opt && r.optimal, "%s: arena %lld, optimum %lld", e->d_name,
+                      (long long)r.arena_bytes, opt);
+        mp_arena_result h = assign_checked(b, n, 1, 0, off);
+        missed_by_heuristics += h.arena_bytes > opt;
+        ck_assert_int_eq(h.method_bytes[MP_ARENA_SEARCH], -1);
+        cases++;
+    }
+    closedir(d);
+    ck_assert_int_eq(cases, 7);
+    ck_assert_int_ge(missed_by_heuristics, 1); /* f.14: only the search reaches it */
+}
+END_TEST
+
+/* ---- random instances ------------------------------------------------------------ */
+
+static uint64_t rng = 88172645463325252ull;
+static int64_t rnd(int64_t n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (int64_t)(rng % (uint64_t)n);
+}
+
+START_TEST(test_random_instances)
+{
+    enum { MAXB = 80 };
+    mp_arena_buf b[MAXB];
+    int64_t off[MAXB];
+    int reached = 0;
+    for (int t = 0; t < 300; t++) {
+        int32_t n = 1 + (int32_t)rnd(MAXB);
+        int64_t horizon = 2 + rnd(60), maxsize = t % 3 ? 1 + rnd(5000) : 8;
+        for (int32_t i = 0; i < n; i++) {
+            int64_t lo = rnd(horizon);
+            b[i] = (mp_arena_buf){.lower = lo, .upper = lo + 1 + rnd(horizon / 2 + 1), .size = rnd(maxsize + 1)};
+        }
+        int64_t align = t % 4 == 0 ? 256 : 1;
+        mp_arena_result r = assign_checked(b, n, align, t % 2 ? 0.02 : 0, off);
+        if (r.optimal) ck_assert_int_le(r.arena_bytes, r.aligned_bound);
+        reached += r.arena_bytes == r.lower_bound;
+    }
+    ck_assert_int_gt(reached, 100);
+}
+END_TEST
+
+/* The optimum by brute force: placing buffers in increasing order of their
+ * offsets in an optimal solution, each at the lowest offset free of the
+ * conflicting ones placed, never goes above it; so the best such greedy over
+ * all orders is the optimum. */
+static int64_t brute_force(const mp_arena_buf *b, int n, int *perm, int k, int64_t *off, int64_t best)
+{
+    if (k == n) {
+        int64_t a = 0;
+        for (int i = 0; i < n; i++) a = off[i] + b[i].size > a ? off[i] + b[i].size : a;
+        return a < best ? a : best;
+    }
+    for (int j = k; j < n; j++) {
+        int t = perm[k];
+        perm[k] = perm[j];
+        perm[j] = t;
+        int i = perm[k];
+        /* lowest offset: 0 or the top of a placed conflicting buffer, whichever fits */
+        int64_t at = INT64_MAX;
+        for (int c = -1; c < k; c++) {
+            int64_t o = c < 0 ? 0 : off[perm[c]] + b[perm[c]].size;
+            bool ok = true;
+            for (int q = 0; q < k && ok; q++) {
+                int p = perm[q];
+                bool live = b[p].lower < b[i].upper && b[i].lower < b[p].upper;
+                ok = !live || o + b[i].size <= off[p] || off[p] + b[p].size <= o;
+            }
+            if (ok && o < at) at = o;
+        }
+        off[i] = at;
+        best = brute_force(b, n, perm, k + 1, off, best);
+        perm[j] = perm[k];
+        perm[k] = t;
+    }
+    return best;
+}
+
+/* Tiny instances: the search reaches the brute-force optimum and says so
+ * (checks that its pruning rules never cut the optimum away). */
+START_TEST(test_search_matches_brute_force)
+{
+    mp_arena_buf b[7];
+    int64_t off[7], tmp[7];
+    int perm[7], searched = 0;
+    for (int t = 0; t < 300; t++) {
+        int n = 4 + (int)rnd(4);
+        for (int i = 0; i < n; i++) {
+            int64_t lo = rnd(8);
+            b[i] = (mp_arena_buf){.lower = lo, .upper = lo + 1 + rnd(5), .size = 1 + rnd(6)};
+            perm[i] = i;
+        }
+        int64_t opt = brute_force(b, n, perm, 0, tmp, INT64_MAX);
+        mp_arena_result r = assign_checked(b, n, 1, 1.0, off);
+        ck_assert_msg(r.arena_bytes == opt && r.optimal, "instance %d: arena %lld, optimum %lld", t,
+                      (long long)r.arena_bytes, (long long)opt);
+        searched += r.method_bytes[MP_ARENA_SEARCH] >= 0 || r.arena_bytes > r.lower_bound;
+    }
+    ck_assert_msg(searched >= 5, "searched %d", searched); /* cases the heuristics alone missed */
+}
+END_TEST
+
+/* 60,000 short-lived buffers: the sweep, not n^2; the result still verifies. */
+START_TEST(test_large_instance)
+{
+    int32_t n = 60000;
+    mp_arena_buf *b = malloc((size_t)n * sizeof *b);
+    int64_t *off = malloc((size_t)n * sizeof *off);
+    for (int32_t i = 0; i < n; i++) {
+        int64_t lo = i / 4 + rnd(8);
+        b[i] = (mp_arena_buf){.lower = lo, .upper = lo + 1 + rnd(40), .size = 256 * (1 + rnd(64))};
+    }
+    mp_arena_result r = assign_checked(b, n, 256, 0.2, off);
+    ck_assert_int_le(r.arena_bytes, r.lower_bound * 13 / 10);
+    free(b);
+    free(off);
+}
+END_TEST
+
+/* ---- a training step ---------------------------------------------------------------- */
+
+/* cnn_bn's AdamW step at batch 8: every transient buffer (owners with a step,
+ * not persistent) over [start, end + 1), device alignment. */
+START_TEST(test_training_step)
+{
+    mp_err err = {{0}};
+    mp_model *m = mp_onnx_load(MEMPLAN_SOURCE "/models/cnn_bn.onnx", &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    mp_graph *g = m->graph;
+    mp_bindings bd = {.batch = 8};
+    mp_train_opts to = mp_train_defaults();
+    ck_assert_msg(!mp_bind_dims(g, &bd, &err) && !mp_infer(g, &err) && !mp_train_build(g, &to, &err), "%s", err.msg);
+    mp_schedule s;
+    mp_lifetimes lt;
+    ck_assert_int_eq(mp_schedule_graph_order(g, &s, &err), 0);
+    ck_assert_msg(mp_lifetime_compute(g, &s, &lt, &err) == 0, "%s", err.msg);
+    mp_arena_buf *b = malloc((size_t)lt.nvalues * sizeof *b);
+    int64_t *off = malloc((size_t)lt.nvalues * sizeof *off);
+    int32_t n = 0;
+    for (int32_t v = 0; v < lt.nvalues; v++)
+        if (lt.owner[v] == v && lt.start[v] >= 0 && !lt.persistent[v])
+            b[n++] = (mp_arena_buf){lt.start[v], lt.end[v] + 1, lt.bytes[v], g->values[v].name};
+    ck_assert_int_gt(n, 20);
+    mp_arena_result r = assign_checked(b, n, 256, 1.0, off);
+    ck_assert_msg(r.arena_bytes * 100 <= r.lower_bound * 101, "arena %lld, bound %lld", (long long)r.arena_bytes,
+                  (long long)r.lower_bound);
+    free(b);
+    free(off);
+    mp_lifetime_free(&lt);
+    mp_schedule_free(&s);
+    mp_onnx_close(m);
+}
+END_TEST
+
+/* ---- bad input ---------------------------------------------------------------------- */
+
+START_TEST(test_bad_input)
+{
+    mp_arena_opts o = mp_arena_defaults();
+    mp_arena_result r;
+    mp_err err = {{0}};
+    int64_t off[2];
+    mp_arena_buf empty[] = {{0, 2, 8, "x"}, {3, 3, 8, "y"}};
+    ck_assert_int_eq(mp_arena_assign(empty, 2, &o, off, &r, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "'y' has an empty lifetime [3, 3)"));
+    mp_arena_buf neg[] = {{0, 2, -1, NULL}};
+    ck_assert_int_eq(mp_arena_assign(neg, 1, &o, off, &r, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "buffer 0 has a negative size"));
+    mp_arena_buf huge[] = {{0, 2, INT64_MAX - 10, NULL}, {0, 2, INT64_MAX - 10, NULL}};
+    ck_assert_int_eq(mp_arena_assign(huge, 2, &o, off, &r, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "overflows"));
+    o.alignment = 0;
+    ck_assert_int_eq(mp_arena_assign(empty, 1, &o, off, &r, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "alignment"));
+    /* nothing to place is an empty arena */
+    o = mp_arena_defaults();
+    ck_assert_int_eq(mp_arena_assign(NULL, 0, &o, NULL, &r, &err), 0);
+    ck_assert_int_eq(r.arena_bytes, 0);
+    ck_assert(r.optimal);
+}
+END_TEST
+
+/* ---- the verifier -------------------------------------------------------------------- */
+
+START_TEST(test_verify_catches_corruption)
+{
+    /* a, b, c live together; d reuses a's space after a dies (touching lifetimes do not conflict) */
+    mp_arena_buf b[] = {{0, 4, 100, "a"}, {0, 6, 50, "b"}, {2, 6, 30, "c"}, {4, 8, 100, "d"}, {1, 2, 0, "z"}};
+    int64_t off[] = {0, 100, 150, 0, 0};
+    mp_err err = {{0}};
+    ck_assert_msg(mp_offsets_verify(b, 5, off, 180, 180, &err) == 0, "%s", err.msg);
+    ck_assert_msg(mp_offsets_verify(b, 5, off, 180, -1, &err) == 0, "%s", err.msg);
+
+    /* overlap: c moved down into b */
+    off[2] = 120;
+    ck_assert_int_eq(mp_offsets_verify(b, 5, off, 180, -1, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "'b' and 'c' overlap"));
+    /* overlap at the same offset, and an overlap found only through a neighbour in address */
+    off[2] = 100;
+    ck_assert_int_eq(mp_offsets_verify(b, 5, off, 180, -1, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "'b' and 'c' overlap"));
+    off[2] = 150;
+    off[3] = 60;
+    ck_assert_int_eq(mp_offsets_verify(b, 5, off, 180, -1, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "'b' and 'd' overlap"));
+    ck_assert_ptr_null(strchr(err.msg, '\n'));
+    off[3] = 0;
+
+    /* out of the arena: past its end, and below 0 */
+    ck_assert_int_eq(mp_offsets_verify(b, 5, off, 179, -1, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "'c' at [150, 150 + 30) is outside the arena of 179 bytes"));
+    off[0] = -1;
+    ck_assert_int_eq(mp_offsets_verify(b, 5, off, 180, -1, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "'a'"));
+    off[0] = 0;
+
+    /* over budget */
+    ck_assert_int_eq(mp_offsets_verify(b, 5, off, 180, 179, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "exceeds the budget of 179 bytes"));
+
+    /* a malformed buffer */
+    b[4].upper = 1;
+    ck_assert_int_eq(mp_offsets_verify(b, 5, off, 180, -1, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "'z' is malformed"));
+}
+END_TEST
+
+/* Corrupting allocator output: each random plan verifies, and moving one
+ * buffer onto a conflicting one is always caught. */
+START_TEST(test_verify_random_corruption)
+{
+    enum { N = 200 };
+    mp_arena_buf b[N];
+    int64_t off[N];
+    for (int t = 0; t < 50; t++) {
+        for (int i = 0; i < N; i++) {
+            int64_t lo = rnd(100);
+            b[i] = (mp_arena_buf){.lower = lo, .upper = lo + 1 + rnd(20), .size = 1 + rnd(1000)};
+        }
+        mp_arena_result r = assign_checked(b, N, 1, 0, off);
+        int i = (int)rnd(N), j = -1;
+        for (int k = 0; k < N && j < 0; k++)
+            if (k != i && b[k].lower < b[i].upper && b[i].lower < b[k].upper) j = k;
+        if (j < 0) continue;
+        int64_t keep = off[i];
+        off[i] = off[j];
+        mp_err err = {{0}};
+        ck_assert_int_eq(mp_offsets_verify(b, N, off, r.arena_bytes + 2000, -1, &err), -1);
+        ck_assert_ptr_nonnull(strstr(err.msg, "overlap"));
+        off[i] = keep;
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("arena");
+    TCase *tc = tcase_create("arena");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_minimalloc_example);
+    tcase_add_test(tc, test_omnimalloc_inline);
+    tcase_add_test(tc, test_omnimalloc_small);
+    tcase_add_test(tc, test_random_instances);
+    tcase_add_test(tc, test_search_matches_brute_force);
+    tcase_add_test(tc, test_large_instance);
+    tcase_add_test(tc, test_training_step);
+    tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_verify_catches_corruption);
+    tcase_add_test(tc, test_verify_random_corruption);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
