@@ -21,7 +21,8 @@
      MP_OPT_BIT(DATA_INPUTS) | MP_OPT_BIT(BUFFERS) | MP_OPT_BIT(OPTIMIZER) | MP_OPT_BIT(PRECISION) |           \
      MP_OPT_BIT(MICRO_BATCHES) | MP_OPT_BIT(LOSS) | MP_OPT_BIT(TIMELINE) | MP_OPT_BIT(INFERENCE) |               \
      MP_OPT_BIT(TOPO_SORT) | MP_OPT_BIT(BUDGET) | MP_OPT_BIT(RESERVE) | MP_OPT_BIT(GPU) | MP_OPT_BIT(STRATEGY) |   \
-     MP_OPT_BIT(TIME_LIMIT) | MP_OPT_BIT(SCHEDULE) | MP_OPT_BIT(GRAPH_JSON) | MP_OPT_BIT(DOT) | MP_OPT_BIT(SVG) |    \
+     MP_OPT_BIT(TIME_LIMIT) | MP_OPT_BIT(SCHEDULE) | MP_OPT_BIT(GRAPH_JSON) | MP_OPT_BIT(OUT) | MP_OPT_BIT(DOT) |    \
+     MP_OPT_BIT(SVG) |                                                                                          \
      MP_OPT_BIT(PNG) | MP_OPT_BIT(DOT_LEVEL) | MP_OPT_BIT(REPORT))
 
 static const char *const phase_names[MP_PHASE_COUNT] = {"forward", "loss", "backward", "optimizer"};
@@ -219,9 +220,8 @@ static void csv_field(FILE *f, const char *s)
 }
 
 /* Written to a temporary file beside the target, then renamed: a failure leaves no partial file. */
-static int write_timeline(const analysis *a, const char *path)
+int mp_cli_write_timeline_csv(const mp_graph *g, const mp_schedule *s, const mp_memory *m, const char *path)
 {
-    const mp_memory *m = &a->mem;
     size_t n = strlen(path);
     char *tmp = malloc(n + 16);
     if (!tmp) {
@@ -244,7 +244,7 @@ static int write_timeline(const analysis *a, const char *path)
     for (int c = 0; c < MP_MEM_COUNT; c++) fprintf(f, ",%s", mp_mem_cat_names[c]);
     fputc('\n', f);
     for (int32_t i = 0; i < m->nsteps; i++) {
-        const mp_node *nd = &a->g->nodes[a->sched.order[i]];
+        const mp_node *nd = &g->nodes[s->order[i]];
         fprintf(f, "%d,", (int)i);
         csv_field(f, nd->name);
         fprintf(f, ",%s,%lld", phase_names[nd->phase % MP_PHASE_COUNT], (long long)mp_memory_live_total(m, i));
@@ -431,7 +431,7 @@ int mp_cmd_memory(int argc, char **argv)
     size_t outlen = 0;
     if (mp_cli_step_load(&o, &a)) goto done;
     if (mp_cli_render(o.model, render, &a, o.json, &out, &outlen)) goto done;
-    if (o.timeline && !is_svg(o.timeline) && write_timeline(&a, o.timeline)) goto done;
+    if (o.timeline && !is_svg(o.timeline) && mp_cli_write_timeline_csv(a.g, &a.sched, &a.mem, o.timeline)) goto done;
     if (write_step_pictures(&a)) goto done;
     rc = mp_cli_emit(out, outlen);
 done:

@@ -76,6 +76,7 @@ typedef enum mp_cli_opt_id {
     MP_OPT_TIME_LIMIT,
     MP_OPT_SCHEDULE,
     MP_OPT_GRAPH_JSON,
+    MP_OPT_OUT,              /* -o DIR: the executable plan (codegen/plan.h) */
     MP_OPT_DOT,              /* pictures (codegen/viz.h) */
     MP_OPT_SVG,
     MP_OPT_PNG,
@@ -116,6 +117,7 @@ typedef struct mp_cli_opts {
     double time_limit;                       /* --time-limit seconds */
     const char *schedule;                    /* --schedule FILE.json */
     const char *graph_json;                  /* --graph-json FILE: a graph instead of a MODEL */
+    const char *out_dir;                     /* -o DIR: write DIR/plan.json (docs/plan-format.md) */
     /* pictures (codegen/viz.h); NULL when not given */
     const char *dot, *svg, *png;             /* --dot, --svg, --png FILE: the lifetime graph */
     int dot_level;                           /* --dot-level: mp_viz_level (op, layer, stage), -1 auto */
@@ -233,6 +235,8 @@ struct mp_viz_input;
 /* Writes every picture o asks for, of in (a plan's decisions included when
  * in carries them); prints the error and returns -1 on failure. */
 int mp_cli_write_pictures(const mp_cli_opts *o, const struct mp_viz_input *in);
+/* --timeline FILE.csv: live bytes per schedule step and category (no partial file on failure). */
+int mp_cli_write_timeline_csv(const mp_graph *g, const mp_schedule *s, const mp_memory *m, const char *path);
 /* "wrote PATH" lines, one per picture (and --timeline) o asked for. */
 void mp_cli_print_pictures(FILE *f, const mp_cli_opts *o);
 

@@ -174,10 +174,38 @@ static int read_links(loader *L, int32_t arr)
     return 0;
 }
 
-/* pass 3: the file order when every link goes forward in it, else Kahn's
- * algorithm taking the smallest ready id first (a binary heap). */
+/* The order the file gives itself (Moccasin's graph.order, a JSON list in a
+ * string), when it is a permutation of the nodes that every link respects: the
+ * schedule the graph was published with. 1 when used, 0 when absent or unusable. */
+static int file_order(loader *L, int32_t *order)
+{
+    const mp_jdoc *d = L->d;
+    int32_t graph = mp_jdoc_member(d, 0, "graph"), text = graph >= 0 ? mp_jdoc_member(d, graph, "order") : -1;
+    if (text < 0 || d->node[text].type != MP_JSTR) return 0;
+    mp_jdoc list;
+    mp_err ignored = {{0}};
+    if (mp_jdoc_parse(d->node[text].str, (size_t)d->node[text].len, &list, &ignored)) return 0;
+    int32_t n = 0, *pos = malloc(((size_t)L->n + 1) * sizeof *pos);
+    bool ok = pos && list.node[0].type == MP_JARR && list.node[0].count == L->n;
+    for (int32_t i = 0; ok && i < L->n; i++) pos[i] = -1;
+    for (int32_t e = ok ? mp_jdoc_first(&list, 0) : -1; ok && e >= 0; e = mp_jdoc_next(&list, 0, e)) {
+        jnode key;
+        int32_t v = id_key(&list, e, &key) ? -1 : find_node(L, &key);
+        ok = v >= 0 && pos[v] < 0;
+        if (ok) pos[v] = n, order[n++] = v;
+    }
+    for (int32_t i = 0; ok && i < L->nlinks; i++) ok = pos[L->lsrc[i]] < pos[L->ldst[i]];
+    free(pos);
+    mp_jdoc_free(&list);
+    return ok && n == L->n;
+}
+
+/* pass 3: the file's own order when it has a valid one, else the file order
+ * of the nodes when every link goes forward in it, else Kahn's algorithm
+ * taking the smallest ready id first (a binary heap). */
 static int topo_order(loader *L, int32_t *order)
 {
+    if (file_order(L, order)) return 0;
     bool forward = true;
     for (int32_t i = 0; i < L->nlinks && forward; i++) forward = L->lsrc[i] < L->ldst[i];
     if (forward) {

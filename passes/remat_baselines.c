@@ -13,8 +13,9 @@
  *           staleness) is evicted, its cost counting the ancestors that are
  *           gone too (DTR, Kirisame et al. 2021).
  * As in Chen et al., the last segment is never dropped: the backward starts
- * right after it. Values of non-forward producers, pinned values and graph
- * outputs are never dropped. */
+ * right after it. Values of non-forward producers, pinned values, graph
+ * outputs and values read across more than half the forward pass are never
+ * dropped. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,7 +138,7 @@ static int checkpoint_order(const mp_rgraph *rg, bool sqrt_stride, mp_rsched *s,
         crossing += diff[u];
         if (crossing != 1 || !flag(rg->recomputable, u)) continue;
         for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1]; k++)
-            if (lastf[rg->out[k]] > u) arts[narts++] = rg->out[k];
+            if (lastf[rg->out[k]] > u && !kept[rg->out[k]]) arts[narts++] = rg->out[k]; /* the one crossing */
     }
 
     /* pass 2: the checkpoints, and what no baseline drops */

@@ -179,6 +179,7 @@ typedef struct ilp {
     int nz, cap;
     int *dcol;                /* nnodes: column of D_t, 0 where no row needs it */
     int bcol;
+    double oscale;            /* objective coefficients are cost * oscale (largest 1): GLPK's tolerances are absolute */
     double *heur;             /* a warm start for the callback, 1-based over all columns, or NULL */
     bool fed;
     double bound;             /* best bound seen in the search */
@@ -275,9 +276,12 @@ static int build_model(ilp *m, mp_err *err)
     m->P = glp_create_prob();
     glp_set_obj_dir(m->P, GLP_MIN);
     if (nc) glp_add_cols(m->P, nc);
+    double cmax = 0;
+    for (int32_t c = 0; c < nc; c++) cmax = fmax(cmax, sp->cand[c].cost);
+    m->oscale = m->peak_mode || cmax <= 0 ? 1 : 1 / cmax;
     for (int32_t c = 0; c < nc; c++) {
         glp_set_col_kind(m->P, c + 1, GLP_BV);
-        if (!m->peak_mode) glp_set_obj_coef(m->P, c + 1, sp->cand[c].cost);
+        if (!m->peak_mode) glp_set_obj_coef(m->P, c + 1, sp->cand[c].cost * m->oscale);
     }
     for (int32_t t = 0; t < nn; t++) {
         if (!need[t]) continue;
@@ -442,7 +446,7 @@ static void on_tree(glp_tree *T, void *info)
     }
     int p = glp_ios_best_node(T);
     if (p) {
-        double b = glp_ios_node_bound(T, p);
+        double b = glp_ios_node_bound(T, p) / m->oscale;
         if (b > m->bound) m->bound = b;
     }
 }
@@ -482,7 +486,7 @@ typedef struct solve_out {
 static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool feasible_only, const int32_t *warm,
                       int64_t warm_peak, double deadline, bool progress, int32_t *choice, solve_out *out, mp_err *err)
 {
-    ilp m = {.sp = sp, .budget = budget, .peak_mode = peak_mode, .bound = -INFINITY};
+    ilp m = {.sp = sp, .budget = budget, .peak_mode = peak_mode, .bound = -INFINITY, .oscale = 1};
     memset(out, 0, sizeof *out);
     glp_term_out(progress ? GLP_ON : GLP_OFF);
     if (progress) glp_term_hook(to_stderr, NULL);
@@ -538,7 +542,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         rc = 0;
         goto done;
     }
-    if (st == GLP_OPT) out->lp_bound = out->bound = glp_get_obj_val(m.P);
+    if (st == GLP_OPT) out->lp_bound = out->bound = glp_get_obj_val(m.P) / m.oscale;
     else out->lp_bound = out->bound = peak_mode ? (double)sp->resident_bytes : 0; /* time limit in the LP */
     if (st == GLP_OPT && sp->ncand) { /* round the LP: a warm start near its optimum */
         double *lp = malloc(((size_t)sp->ncand + 1) * sizeof *lp);
@@ -597,7 +601,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         if (ms == GLP_OPT || ms == GLP_FEAS) {
             out->found = true;
             out->status = ms == GLP_OPT ? MP_RSOLVE_OPTIMAL : MP_RSOLVE_FEASIBLE;
-            if (ms == GLP_OPT) out->bound = glp_mip_obj_val(m.P);
+            if (ms == GLP_OPT) out->bound = glp_mip_obj_val(m.P) / m.oscale;
             for (int32_t i = 0; i < sp->ndrop; i++) {
                 choice[i] = -1;
                 for (int32_t c = sp->cand_off[i]; c < sp->cand_off[i + 1]; c++)

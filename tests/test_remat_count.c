@@ -585,6 +585,32 @@ START_TEST(test_greedy_keeps_pinned_inputs)
 }
 END_TEST
 
+/* A mask (4 bytes) made first and read by every f_i crosses every cut; kept
+ * like a resident value, it leaves the articulation values as they were. */
+START_TEST(test_baselines_shared_mask)
+{
+    mp_rgraph plain, masked;
+    block_chain(&plain, 25, 1000, 10);
+    tg_init(&masked);
+    int32_t x = tg_value(&masked, 10), m = tg_value(&masked, 4);
+    tg_node(&masked, "mask", 1, true, 1, &x, 1, &m);
+    for (int32_t u = 0; u < plain.nnodes; u++) { /* plain's nodes (its value v > 0 is masked's v + 1), f_i reading m */
+        int32_t nin = plain.in_off[u + 1] - plain.in_off[u], in[MAXE], out = tg_value(&masked, 0);
+        masked.bytes[out] = plain.bytes[plain.out[plain.out_off[u]]];
+        for (int k = 0; k < nin; k++) in[k] = plain.in[plain.in_off[u] + k] ? plain.in[plain.in_off[u] + k] + 1 : x;
+        if (plain.node_name[u][0] == 'f') in[nin++] = m;
+        tg_node(&masked, plain.node_name[u], plain.cost[u], plain.recomputable[u], nin, in, 1, &out);
+        masked.keep_to_end[out] = plain.keep_to_end[plain.out[plain.out_off[u]]];
+    }
+    mp_rcount a = baseline(&plain, MP_RBASE_ALL, 0), b = baseline(&masked, MP_RBASE_ALL, 0);
+    ck_assert_int_le(b.peak_bytes, a.peak_bytes + 4);
+    ck_assert_double_eq(b.recompute_cost, a.recompute_cost);
+    ck_assert_int_lt(b.peak_bytes, baseline(&masked, MP_RBASE_NONE, 0).peak_bytes / 2);
+    mp_rgraph_free(&plain);
+    mp_rgraph_free(&masked);
+}
+END_TEST
+
 /* With blocks of equal sizes the sqrt segments are cheaper in memory than
  * keeping every articulation value. */
 START_TEST(test_baselines_sqrt_memory)
@@ -711,6 +737,7 @@ int main(void)
     t = tcase_create("baselines");
     tcase_add_test(t, test_baselines_block_chain);
     tcase_add_test(t, test_baselines_sqrt_memory);
+    tcase_add_test(t, test_baselines_shared_mask);
     tcase_add_test(t, test_greedy_keeps_pinned_inputs);
     tcase_add_test(t, test_baselines_random);
     tcase_add_test(t, test_baselines_odd_graphs);
