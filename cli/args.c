@@ -33,6 +33,7 @@ static const struct {
     [MP_OPT_TIME_LIMIT] = {"--time-limit", "SEC", "solver time limit in seconds (default 5)"},
     [MP_OPT_SCHEDULE] = {"--schedule", "FILE.json", "write the planned order: node names, recomputations repeated"},
     [MP_OPT_GRAPH_JSON] = {"--graph-json", "FILE", "plan a Checkmate/Moccasin graph (networkx node-link JSON) instead of a model"},
+    [MP_OPT_OUT] = {"-o", "DIR", "write the executable plan DIR/plan.json (docs/plan-format.md), run by memplan-run DIR"},
     [MP_OPT_DOT] = {"--dot", "FILE.dot", "write the lifetime graph (ops, tensors with size and live interval) in DOT"},
     [MP_OPT_SVG] = {"--svg", "FILE.svg", "draw the lifetime graph (Graphviz dot layout) as SVG"},
     [MP_OPT_PNG] = {"--png", "FILE.png", "draw the lifetime graph as PNG"},
