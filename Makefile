@@ -1,5 +1,5 @@
 # Makefile - the two set-up commands of the README, plus the sanitizer suite.
-#   make demo   installs dependencies, builds, and runs memplan on a bundled model
+#   make demo   installs dependencies, builds, and plans a bundled model's training step into a budget
 #   make test   installs dependencies, builds, and runs the whole test suite
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -17,7 +17,7 @@ build: deps
 	@cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
-	$(BUILD)/memplan models/gpt2_124m.onnx --batch 4 --dim sequence=1024
+	$(BUILD)/memplan models/gpt2_124m.onnx --batch 4 --dim sequence=1024 --budget 6GB --gpu rtx4090
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

@@ -17,6 +17,8 @@
 #include "json.h"
 #include "passes/cost.h"   /* mp_gpu_find, the GPU table */
 #include "passes/remat.h"  /* mp_rgraph, mp_rspace, mp_remat_solve, baselines */
+#include "codegen/plan.h"  /* -o DIR */
+#include "codegen/viz.h"   /* the planned step's pictures */
 
 const char *const mp_cli_strategy_names[] = {"ilp", "none", "all", "sqrt", "greedy", NULL};
 enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
@@ -138,18 +140,23 @@ int mp_cli_plan_option(mp_cli_opts *o, int id, const char *val)
         if (o->graph_json) break;
         o->graph_json = val;
         return 0;
+    case MP_OPT_OUT:
+        if (o->out_dir) break;
+        o->out_dir = val;
+        return 0;
     default: return 0;
     }
     mp_cli_error("%s given twice", id == MP_OPT_BUDGET ? "--budget" : id == MP_OPT_RESERVE ? "--reserve" :
                  id == MP_OPT_GPU ? "--gpu" : id == MP_OPT_STRATEGY ? "--strategy" :
-                 id == MP_OPT_TIME_LIMIT ? "--time-limit" : id == MP_OPT_SCHEDULE ? "--schedule" : "--graph-json");
+                 id == MP_OPT_TIME_LIMIT ? "--time-limit" : id == MP_OPT_SCHEDULE ? "--schedule" :
+                 id == MP_OPT_OUT ? "-o" : "--graph-json");
     return -1;
 }
 
 bool mp_cli_plan_wanted(const mp_cli_opts *o)
 {
     return o->budget_bytes >= 0 || o->budget_pct > 0 || o->gpu || o->graph_json || o->batch_max ||
-           o->reserve_bytes >= 0 || o->strategy >= 0 || o->time_limit >= 0 || o->schedule;
+           o->reserve_bytes >= 0 || o->strategy >= 0 || o->time_limit >= 0 || o->schedule || o->out_dir;
 }
 
 /* ---- one plan ------------------------------------------------------------------------ */
@@ -181,8 +188,10 @@ typedef struct plan {
     mp_rsolve_info info;
     bool solved;                /* info holds a solver run */
     const char *status;         /* "optimal", "feasible", "baseline", "min-peak" */
+    int order_from;             /* -1: the ILP's plan; else the baseline whose order was cheaper */
+    char ilp_failed[sizeof(mp_err)]; /* the solver found no plan in time (not an infeasibility proof) */
     uint8_t *recomputed;        /* nvalues: recomputed by the order */
-    int32_t nkept, nrecomputed;
+    int32_t nkept, nrecomputed, ndroppable; /* values (a value may have several groups in sp) */
     baseline_row rows[MP_RBASE_COUNT];
     /* --batch max */
     bool batch_max;
@@ -298,7 +307,10 @@ static int plan_ilp(plan *p, bool *fits)
     *fits = false;
     mp_rsolve_opts so = solve_opts(p, NULL);
     memset(&p->rp, 0, sizeof p->rp);
-    if (mp_remat_solve(&p->sp, p->usable, &so, &p->rp, &p->info, &err)) goto fail;
+    if (mp_remat_solve(&p->sp, p->usable, &so, &p->rp, &p->info, &err)) {
+        snprintf(p->ilp_failed, sizeof p->ilp_failed, "%s", err.msg); /* a baseline may still fit */
+        return 0;
+    }
     p->have_rp = true;
     p->solved = true;
     p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
@@ -349,9 +361,41 @@ static int mark_recomputed(plan *p)
         int32_t u = p->order.node[e];
         for (int32_t k = p->rg.out_off[u]; k < p->rg.out_off[u + 1]; k++) p->recomputed[p->rg.out[k]] = 1;
     }
-    p->nkept = p->nrecomputed = 0;
-    for (int32_t v = 0; v < p->rg.nvalues; v++) p->nrecomputed += p->recomputed[v];
-    for (int32_t i = 0; i < p->sp.ndrop; i++) p->nkept += !p->recomputed[p->sp.drop[i]];
+    p->nkept = p->nrecomputed = p->ndroppable = 0;
+    for (int32_t v = 0; v < p->rg.nvalues; v++) {
+        p->nrecomputed += p->recomputed[v];
+        p->ndroppable += p->sp.drop_index[v] >= 0;
+        p->nkept += p->sp.drop_index[v] >= 0 && !p->recomputed[v];
+    }
+    return 0;
+}
+
+/* The ILP is optimal over its decision space (docs/ilp.md), which does not
+ * hold every order: a baseline's order (all, sqrt, greedy), recounted, that
+ * fits and costs less replaces the ILP's plan, so the order given is never
+ * worse than the baselines shown next to it. */
+static int use_cheaper_baseline(plan *p, bool *fits)
+{
+    mp_err err = {{0}};
+    for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) {
+        mp_rsched s;
+        mp_rcount c;
+        if (mp_remat_baseline(&p->rg, (mp_rbaseline)b, p->usable, &s, &err)) continue; /* greedy: no fit */
+        if (mp_rsched_count(&p->rg, &s, &c, &err)) {
+            mp_rsched_free(&s);
+            mp_cli_model_error(p->source, err.msg);
+            return -1;
+        }
+        if (c.peak_bytes <= p->usable && (!*fits || c.recompute_cost < p->count.recompute_cost * (1 - 1e-9))) {
+            if (*fits) mp_rsched_free(&p->order);
+            p->order = s;
+            p->count = c;
+            p->order_from = b;
+            *fits = true;
+        } else {
+            mp_rsched_free(&s);
+        }
+    }
     return 0;
 }
 
@@ -384,8 +428,13 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
         if (quiet) return MP_EXIT_INFEASIBLE;
         return report_infeasible(p, "leaves nothing after the reserve");
     }
+    p->order_from = -1;
     if (p->strategy == STRATEGY_ILP) {
-        if (plan_ilp(p, &fits)) return MP_EXIT_USAGE;
+        if (plan_ilp(p, &fits) || use_cheaper_baseline(p, &fits)) return MP_EXIT_USAGE;
+        if (!fits && p->ilp_failed[0]) {
+            mp_cli_model_error(p->source, p->ilp_failed);
+            return MP_EXIT_USAGE;
+        }
     } else {
         mp_rbaseline b = (mp_rbaseline)(p->strategy - 1);
         p->status = "baseline";
@@ -467,7 +516,12 @@ static void print_plan_text(FILE *f, const plan *p)
     fprintf(f, "%-18s%.2f MiB\n", "reserve", mib(p->reserve));
     fprintf(f, "%-18s%.2f MiB\n", "usable", mib(p->usable));
     if (p->gpu) fprintf(f, "%-18s%s (%s)\n", "gpu", p->gpu->name, p->gpu->full_name);
-    fprintf(f, "%-18s%s\n", "strategy", mp_cli_strategy_names[p->strategy]);
+    if (p->order_from >= 0)
+        fprintf(f, "%-18s%s: %s's order is cheaper than the ILP's plan%s, so it is the one given\n", "strategy",
+                mp_cli_strategy_names[p->strategy], mp_rbaseline_names[p->order_from],
+                p->solved ? "" : " (the ILP found none in time)");
+    else
+        fprintf(f, "%-18s%s\n", "strategy", mp_cli_strategy_names[p->strategy]);
     fprintf(f, "%-18s%.2f MiB (store everything: %.2f MiB)\n", "planned peak", mib(p->count.peak_bytes),
             mib(p->base.peak_bytes));
     if (p->onnx) /* seconds from the cost model */
@@ -477,10 +531,11 @@ static void print_plan_text(FILE *f, const plan *p)
         fprintf(f, "%-18s%.2f %% of the step cost (%.6g of %.6g)\n", "recompute",
                 overhead_pct(p, p->count.recompute_cost), p->count.recompute_cost, p->base.cost);
     fprintf(f, "%-18skept %d, recomputed %d (%d values could be dropped)\n", "values", (int)p->nkept,
-            (int)p->nrecomputed, (int)p->sp.ndrop);
+            (int)p->nrecomputed, (int)p->ndroppable);
     if (p->solved)
-        fprintf(f, "%-18s%s in %.2f s, MIP gap %.2f %%, LP bound %.2f %% overhead\n", "solver", p->status,
-                p->info.seconds, 100 * p->info.mip_gap, overhead_pct(p, p->info.lp_bound));
+        fprintf(f, "%-18s%s in %.2f s, MIP gap %.2f %%, LP bound %.2f %% overhead%s\n", "solver", p->status,
+                p->info.seconds, 100 * p->info.mip_gap, overhead_pct(p, p->info.lp_bound),
+                p->order_from >= 0 ? " (bounds of the ILP's decision space, docs/ilp.md)" : "");
     else
         fprintf(f, "%-18s%s (no solver run)\n", "solver", p->status);
     fprintf(f, "%-18s%14s %10s %6s\n", "compared", "peak (MiB)", "overhead", "fits");
@@ -505,8 +560,8 @@ static void json_names(mp_json *j, const plan *p, bool recomputed)
         for (int32_t v = 0; v < p->rg.nvalues; v++)
             if (p->recomputed[v]) mp_json_str(j, value_name(p, v));
     } else {
-        for (int32_t i = 0; i < p->sp.ndrop; i++)
-            if (!p->recomputed[p->sp.drop[i]]) mp_json_str(j, value_name(p, p->sp.drop[i]));
+        for (int32_t v = 0; v < p->rg.nvalues; v++)
+            if (p->sp.drop_index[v] >= 0 && !p->recomputed[v]) mp_json_str(j, value_name(p, v));
     }
     mp_json_end(j);
 }
@@ -544,6 +599,8 @@ static void plan_json(mp_json *j, const void *ctx)
     mp_json_str(j, p->gpu ? p->gpu->name : NULL);
     mp_json_key(j, "strategy");
     mp_json_str(j, mp_cli_strategy_names[p->strategy]);
+    mp_json_key(j, "order_from"); /* "ilp", or the baseline whose order was cheaper */
+    mp_json_str(j, p->order_from >= 0 ? mp_rbaseline_names[p->order_from] : mp_cli_strategy_names[p->strategy]);
     mp_json_key(j, "peak_bytes");
     mp_json_int(j, p->count.peak_bytes);
     mp_json_key(j, "store_everything_peak_bytes");
@@ -690,6 +747,104 @@ static int largest_batch(plan *p, const mp_cli_opts *o, bool want_plain, int64_t
     return 0;
 }
 
+/* ---- -o DIR: the executable plan (codegen/plan.h) ----------------------------------------- */
+
+static int write_plan_dir(const plan *p, const mp_cli_opts *o)
+{
+    if (o->graph_json || o->params_as_inputs || o->data_inputs || o->buffers || o->topo_sort || o->no_infer) {
+        mp_cli_error("-o: the plan records only --batch, --dim, --loss, --optimizer, --precision, --micro-batches "
+                     "(not --graph-json, --params-as-inputs, --data-inputs, --buffers, --topo-sort, --no-infer)");
+        return -1;
+    }
+    static const mp_dtype precisions[] = {MP_FLOAT, MP_BFLOAT16, MP_FLOAT16};
+    mp_plan_opts po = mp_plan_defaults();
+    po.batch = o->batch;
+    for (int i = 0; i < o->ndims && i < MP_PLAN_MAX_DIMS; i++) {
+        snprintf(po.dim_names[po.ndims], sizeof po.dim_names[0], "%s", o->dim_names[i]);
+        po.dim_values[po.ndims++] = o->dim_values[i];
+    }
+    if (o->loss >= 0) po.loss = (mp_loss_kind)o->loss;
+    if (o->optimizer >= 0) po.optimizer = (mp_opt_kind)o->optimizer;
+    if (o->precision >= 0) po.precision = precisions[o->precision];
+    if (o->micro_batches >= 0) po.micro_batches = (int)o->micro_batches;
+    snprintf(po.strategy, sizeof po.strategy, "%s", mp_cli_strategy_names[p->strategy]);
+    po.budget_bytes = p->budget;
+    po.reserve_bytes = p->reserve;
+    mp_plan_info info = {0};
+    mp_err err = {{0}};
+    int rc = mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->budget, true, &info, &err);
+    if (info.nbuffers) /* plan.json is written even when plan.cu is refused */
+        fprintf(stderr, "plan: %s/plan.json: arena %lld bytes (lower bound %lld, %.4fx)\n", o->out_dir,
+                (long long)info.arena_bytes, (long long)info.lower_bound,
+                info.lower_bound ? (double)info.arena_bytes / (double)info.lower_bound : 1.0);
+    if (rc) mp_cli_error("-o %s: %s", o->out_dir, err.msg);
+    return rc ? -1 : 0;
+}
+
+/* ---- pictures of the planned step ---------------------------------------------------------- */
+
+/* The plan applied to the IR (recomputed copies, passes/remat_apply.c) and
+ * analyzed again, so the pictures show the step that runs: recomputed
+ * tensors, the budget line, the store-everything peak and the baselines.
+ * Rewrites p->step.g: call it last. */
+static int write_plan_pictures(plan *p)
+{
+    const mp_cli_opts *o = p->o;
+    if (!p->onnx || !(o->timeline || o->dot || o->svg || o->png || o->report)) return 0;
+    mp_err err = {{0}};
+    mp_graph *g = p->step.g;
+    int32_t nold = g->nvalues;
+    uint8_t *before = calloc((size_t)nold + 1, 1), *decision = NULL;
+    mp_schedule planned = {0};
+    mp_memory m;
+    bool have_m = false;
+    int rc = -1;
+    if (!before) goto oom;
+    for (int32_t v = 0; v < p->rg.nvalues; v++) {
+        int32_t id = p->rg.value_id[v];
+        if (id < 0 || id >= nold) continue;
+        before[id] = p->recomputed[v] ? MP_VIZ_RECOMPUTED : p->rg.pinned[v] ? MP_VIZ_PINNED : MP_VIZ_KEPT;
+    }
+    if (mp_remat_apply(g, &p->step.sched, &p->order, &planned, &err) || mp_memory_analyze(g, &planned, &m, &err)) {
+        mp_cli_model_error(p->source, err.msg);
+        goto done;
+    }
+    have_m = true;
+    decision = malloc((size_t)g->nvalues + 1);
+    if (!decision) goto oom;
+    for (int32_t v = 0; v < g->nvalues; v++) decision[v] = v < nold ? before[v] : MP_VIZ_RECOMPUTED;
+    if (o->timeline && !strstr(o->timeline, ".svg") && mp_cli_write_timeline_csv(g, &planned, &m, o->timeline))
+        goto done;
+    mp_viz_baseline rows[MP_RBASE_COUNT + 1];
+    int nrows = 0;
+    rows[nrows++] = (mp_viz_baseline){"plan", p->count.peak_bytes, p->count.recompute_cost};
+    for (int b = 0; b < MP_RBASE_COUNT; b++)
+        if (p->rows[b].ok)
+            rows[nrows++] = (mp_viz_baseline){mp_rbaseline_names[b], p->rows[b].peak,
+                                              p->rows[b].overhead_pct / 100 * p->base.cost};
+    char sub[200];
+    snprintf(sub, sizeof sub, "plan: strategy %s, budget %.2f MiB (usable %.2f MiB), peak %.2f MiB",
+             mp_cli_strategy_names[p->strategy], mib(p->budget), mib(p->usable), mib(p->count.peak_bytes));
+    mp_viz_input in = mp_viz_input_of(g, &m);
+    in.decision = decision;
+    in.budget_bytes = p->usable;
+    in.store_all_peak = p->base.peak_bytes;
+    in.baselines = rows;
+    in.nbaselines = nrows;
+    in.title = p->source;
+    in.subtitle = sub;
+    rc = mp_cli_write_pictures(o, &in);
+    goto done;
+oom:
+    mp_cli_error("out of memory");
+done:
+    if (have_m) mp_memory_free(&m);
+    mp_schedule_free(&planned);
+    free(before);
+    free(decision);
+    return rc;
+}
+
 /* ---- the command ---------------------------------------------------------------------- */
 
 static int check_options(const mp_cli_opts *o)
@@ -713,8 +868,8 @@ static int check_options(const mp_cli_opts *o)
         mp_cli_error("--batch max needs an absolute --budget, not a percentage");
         return -1;
     }
-    if (o->timeline || o->dot || o->svg || o->png || o->report) { /* they draw the store-everything step */
-        mp_cli_error("--timeline, --dot, --svg, --png and --report are not available with planning (see --schedule)");
+    if (o->graph_json && (o->dot || o->svg || o->png || o->report)) {
+        mp_cli_error("--dot, --svg, --png and --report draw an ONNX model's step, not a --graph-json file");
         return -1;
     }
     return 0;
@@ -757,7 +912,9 @@ int mp_cmd_plan(const mp_cli_opts *o)
         mp_cli_error("--schedule: %s", err.msg);
         goto done;
     }
+    if (write_plan_pictures(&p)) goto done;
     rc = mp_cli_emit(out, outlen);
+    if (rc == MP_EXIT_OK && o->out_dir && write_plan_dir(&p, &bo)) rc = MP_EXIT_USAGE; /* after the table */
 done:
     free(out);
     plan_free(&p);

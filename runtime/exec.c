@@ -329,6 +329,16 @@ int mp_exec_load_weights(mp_exec *x, const mp_model *m, mp_err *err)
 
 /* ---- running ----------------------------------------------------------------- */
 
+/* Values on one alias chain (value->alias: an in-place write or a view) share
+ * their bytes by design: the plan gives them their owner's offset. */
+static int32_t alias_root(const mp_graph *g, int32_t v)
+{
+    for (int32_t hops = 0; g->values[v].alias >= 0 && hops < g->nvalues; hops++) v = g->values[v].alias;
+    return v;
+}
+
+static bool same_storage(const mp_graph *g, int32_t a, int32_t b) { return alias_root(g, a) == alias_root(g, b); }
+
 static int alloc_output(mp_exec *x, int32_t node, int32_t id, mp_err *err)
 {
     mp_tensor *t = &x->t[id];
@@ -347,7 +357,7 @@ static int alloc_output(mp_exec *x, int32_t node, int32_t id, mp_err *err)
             for (int32_t i = 0; i < x->nlive; i++) {
                 int32_t o = x->live[i];
                 int64_t lo = x->o.offsets[o], hi = lo + x->bytes[o];
-                if (x->bytes[o] > 0 && off < hi && lo < off + b)
+                if (x->bytes[o] > 0 && off < hi && lo < off + b && !same_storage(x->g, id, o))
                     return mp_fail(err, "plan: '%s' [%lld, +%lld) overlaps live '%s' [%lld, +%lld)", vname(x, id), (long long)off,
                                    (long long)b, vname(x, o), (long long)lo, (long long)x->bytes[o]);
             }

@@ -155,7 +155,7 @@ START_TEST(test_bad_flags)
         {"--graph-json", VGG, "--budget", NULL},
         {"--graph-json", GRAPHS "no_such_file.json", "--budget", "1GB", NULL},
         {MODEL("mlp.onnx"), "--batch", "max", "--budget", "50%", NULL},
-        {MODEL("mlp.onnx"), "--batch", "4", "--budget", "1GB", "--timeline", "/tmp/x.csv", NULL},
+        {MODEL("mlp.onnx"), "--budget", "1GB", "--graph-json", VGG, NULL},
         {"inspect", MODEL("mlp.onnx"), "--batch", "max", NULL},
         {"inspect", MODEL("mlp.onnx"), "--budget", "1GB", NULL},
     };
@@ -359,6 +359,50 @@ END_TEST
 
 /* ---- output ------------------------------------------------------------------------------- */
 
+/* The pictures of a plan show the planned step: recomputed copies, the budget line. */
+START_TEST(test_plan_pictures)
+{
+    char dir[] = "/tmp/test_plan_picsXXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char svg[128], report[128], csv[128], dot[128];
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    snprintf(report, sizeof report, "%s/r.html", dir);
+    snprintf(csv, sizeof csv, "%s/t.csv", dir);
+    snprintf(dot, sizeof dot, "%s/g.dot", dir);
+    run_result r = RUN(MODEL("gpt_decoder.onnx"), "--batch", "8", "--dim", "sequence=128", "--budget", "80%", "--reserve",
+                       "0", "--timeline", svg, "--report", report, "--dot", dot);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "wrote"));
+    run_free(&r);
+    size_t n;
+    char *t = slurp(svg, &n), *h = slurp(report, &n), *g = slurp(dot, &n);
+    ck_assert_msg(t && h && g, "a picture is missing");
+    ck_assert_ptr_nonnull(strstr(t, "budget"));
+    ck_assert_ptr_nonnull(strstr(t, "recomputed"));
+    ck_assert_ptr_nonnull(strstr(g, "@r1")); /* a recomputed copy is an edge of the lifetime graph */
+    const char *k = strstr(h, " recomputed, ");
+    ck_assert_msg(k && k > h && k[-1] != '0', "the report shows no recomputed tensor");
+    free(t), free(h), free(g);
+    /* the CSV timeline has a row per planned step, recomputations included */
+    r = RUN(MODEL("gpt_decoder.onnx"), "--batch", "8", "--dim", "sequence=128", "--budget", "80%", "--reserve", "0",
+            "--timeline", csv);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    char *c = slurp(csv, &n);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_nonnull(strstr(c, "@r\","));
+    free(c);
+    /* a graph file has no model step to draw */
+    if (have_graphs()) {
+        r = RUN("--graph-json", VGG, "--budget", "90%", "--svg", svg);
+        assert_one_line_error(&r, 2);
+        run_free(&r);
+    }
+    unlink(svg), unlink(report), unlink(csv), unlink(dot);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_json_fields)
 {
     /* a model: the memory JSON, extended */
@@ -483,6 +527,7 @@ int main(void)
     tcase_add_test(tc, test_smallest_feasible);
     tcase_add_test(tc, test_schedule_recount);
     tcase_add_test(tc, test_json_fields);
+    tcase_add_test(tc, test_plan_pictures);
     tcase_add_test(tc, test_strategies_run);
     tcase_add_test(tc, test_batch_max);
     suite_add_tcase(s, tc);

@@ -1,0 +1,183 @@
+/* remat_bench.c - the rematerialization ILP against the sqrt and greedy
+ * baselines on graph-json files (Checkmate, Moccasin). For each graph and
+ * budget fraction of its store-everything peak it prints one markdown row:
+ * the recompute overhead of each order (recounted by mp_rsched_count, as a %
+ * of the store-everything step's cost), the ILP's gap to its LP bound, its
+ * status and its solve time. A baseline that does not fit shows "—".
+ *
+ *   memplan-remat-bench [--time-limit SEC] FILE_OR_DIR...
+ *
+ * Exit status 1 if any ILP plan's recount exceeds the budget or differs from
+ * the peak the ILP counted (the row says which). */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "passes/remat.h"
+
+static const double fractions[] = {0.5, 0.6, 0.7, 0.8, 0.9};
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Recompute overhead of the baseline b at budget, in % of base_cost; -1 if it does not fit. */
+static double baseline_overhead(const mp_rgraph *rg, mp_rbaseline b, int64_t budget, double base_cost)
+{
+    mp_err err = {{0}};
+    mp_rsched s;
+    mp_rcount c;
+    if (mp_remat_baseline(rg, b, budget, &s, &err)) return -1;
+    int rc = mp_rsched_count(rg, &s, &c, &err);
+    mp_rsched_free(&s);
+    if (rc || c.peak_bytes > budget) return -1;
+    return 100.0 * c.recompute_cost / base_cost;
+}
+
+static void pct(char *buf, size_t n, double v)
+{
+    if (v < 0) snprintf(buf, n, "—");
+    else snprintf(buf, n, "%.2f", v);
+}
+
+static const char *const status_names[] = {"optimal", "feasible", "infeasible"};
+
+/* One graph: a row per budget fraction. Returns 1 if a plan's recount disagrees. */
+static int bench_graph(const char *path, double time_limit)
+{
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    mp_rgraph rg;
+    mp_err err = {{0}};
+    if (mp_rgraph_from_json(path, &rg, &err)) {
+        printf("| %s | | | error: %s | | | | | |\n", name, err.msg);
+        return 0;
+    }
+    int bad = 0;
+    mp_rsched id;
+    mp_rcount base;
+    mp_rspace sp;
+    memset(&sp, 0, sizeof sp);
+    if (mp_rsched_identity(&rg, &id, &err) || mp_rsched_count(&rg, &id, &base, &err) ||
+        mp_rspace_build(&rg, NULL, &sp, &err)) {
+        printf("| %s | %d | | error: %s | | | | | |\n", name, rg.nnodes, err.msg);
+        goto done;
+    }
+    double base_cost = base.cost > 0 ? base.cost : 1;
+    for (size_t f = 0; f < sizeof fractions / sizeof *fractions; f++) {
+        int64_t budget = (int64_t)((double)base.peak_bytes * fractions[f]);
+        char ilp[32], sq[32], gr[32], gap[32], status[64];
+        pct(sq, sizeof sq, baseline_overhead(&rg, MP_RBASE_SQRT, budget, base_cost));
+        pct(gr, sizeof gr, baseline_overhead(&rg, MP_RBASE_GREEDY, budget, base_cost));
+        mp_rsolve_opts so = mp_rsolve_defaults();
+        so.time_limit = time_limit;
+        mp_rplan plan;
+        mp_rsolve_info info;
+        memset(&plan, 0, sizeof plan);
+        memset(&info, 0, sizeof info);
+        double t0 = now();
+        int rc = mp_remat_solve(&sp, budget, &so, &plan, &info, &err);
+        double secs = now() - t0;
+        if (rc) {
+            printf("| %s | %d | %.1f | error: %s | %s | %s | | | %.2f |\n", name, rg.nnodes, fractions[f], err.msg, sq,
+                   gr, secs);
+            continue;
+        }
+        snprintf(ilp, sizeof ilp, "—");
+        snprintf(gap, sizeof gap, "—");
+        snprintf(status, sizeof status, "%s", status_names[info.status % 3]);
+        if (info.status != MP_RSOLVE_INFEASIBLE) {
+            mp_rsched s;
+            mp_rcount c;
+            if (mp_rplan_emit(&sp, &plan, &s, &err) || mp_rsched_count(&rg, &s, &c, &err)) {
+                snprintf(status, sizeof status, "%s, recount error", status_names[info.status % 3]);
+                fprintf(stderr, "%s at %.1f: %s\n", name, fractions[f], err.msg);
+                bad = 1;
+            } else {
+                pct(ilp, sizeof ilp, 100.0 * c.recompute_cost / base_cost);
+                double obj = info.objective > 1e-12 ? info.objective : 1e-12;
+                pct(gap, sizeof gap, info.objective > 1e-12 ? 100.0 * (info.objective - info.lp_bound) / obj : 0);
+                if (c.peak_bytes > budget || c.peak_bytes != info.model_peak) {
+                    snprintf(status, sizeof status, "%s, recount %lld vs model %lld", status_names[info.status % 3],
+                             (long long)c.peak_bytes, (long long)info.model_peak);
+                    bad = 1;
+                }
+                mp_rsched_free(&s);
+            }
+        }
+        mp_rplan_free(&plan);
+        printf("| %s | %d | %.1f | %s | %s | %s | %s | %s | %.2f |\n", name, rg.nnodes, fractions[f], ilp, sq, gr, gap,
+               status, secs);
+        fflush(stdout);
+    }
+done:
+    mp_rspace_free(&sp);
+    mp_rsched_free(&id);
+    mp_rgraph_free(&rg);
+    return bad;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The .json files of dir, sorted, run one by one. */
+static int bench_dir(const char *dir, double time_limit)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    char **files = NULL;
+    size_t n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 5, ".json")) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 32;
+            char **grown = realloc(files, cap * sizeof *files);
+            if (!grown) break;
+            files = grown;
+        }
+        size_t plen = strlen(dir) + len + 2;
+        if (!(files[n] = malloc(plen))) break;
+        snprintf(files[n++], plen, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    qsort(files, n, sizeof *files, cmp_str);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad |= bench_graph(files[i], time_limit);
+        free(files[i]);
+    }
+    free(files);
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    double time_limit = mp_rsolve_defaults().time_limit;
+    int first = 1;
+    if (argc > 2 && !strcmp(argv[1], "--time-limit")) {
+        time_limit = atof(argv[2]);
+        first = 3;
+    }
+    if (first >= argc) {
+        fprintf(stderr, "usage: memplan-remat-bench [--time-limit SEC] FILE_OR_DIR...\n");
+        return 2;
+    }
+    printf("| graph | nodes | budget | ILP overhead %% | sqrt %% | greedy %% | gap to LP bound %% | ILP status | "
+           "solve s |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---|---:|\n");
+    int bad = 0;
+    for (int a = first; a < argc; a++) {
+        struct stat st;
+        if (stat(argv[a], &st)) {
+            fprintf(stderr, "memplan-remat-bench: %s is absent, skipped\n", argv[a]);
+            continue;
+        }
+        bad |= S_ISDIR(st.st_mode) ? bench_dir(argv[a], time_limit) : bench_graph(argv[a], time_limit);
+    }
+    return bad;
+}

@@ -1,0 +1,413 @@
+/* test_plan_run.c - plans written, loaded and run for real (codegen/plan.h,
+ * runtime/plan_run.h): for each model, at budgets from the store-everything
+ * peak down to the smallest feasible one, the plan runs in one arena of
+ * exactly its planned size (the measured peak equals it), and the loss and
+ * every parameter gradient are bit-identical to the unplanned fp32 step; in
+ * bf16 the planned step is bit-identical to the unplanned bf16 step and within
+ * a stated tolerance of fp32. Corrupted plans are rejected with their messages. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/plan.h"
+#include "passes/cost.h"
+#include "passes/lifetime.h"
+#include "passes/remat.h"
+#include "runtime/plan_run.h"
+
+#define MODEL(f) MEMPLAN_SOURCE "/models/" f
+#define MNIST MEMPLAN_SHARED "/models/third-party/mnist/model.onnx"
+#define SEED 7
+
+/* bf16 against fp32: 8 mantissa bits, rounding through every layer */
+#define BF16_LOSS_RTOL 2e-2
+#define BF16_GRAD_RTOL 6e-2  /* ||g_bf16 - g_fp32|| / ||g_fp32||, per gradient */
+
+static char dir[256];
+
+/* The unplanned step: a fresh import, one malloc per value. */
+typedef struct ref {
+    mp_model *m;
+    mp_schedule s;
+    mp_exec *x;
+} ref;
+
+static void ref_free(ref *r)
+{
+    mp_exec_free(r->x);
+    mp_schedule_free(&r->s);
+    mp_onnx_close(r->m);
+}
+
+/* False (with a message) when the CPU executor has no kernel for the step (bf16 today). */
+static bool ref_run(ref *r, const char *path, const mp_plan_opts *o)
+{
+    mp_err err = {""};
+    r->m = mp_plan_step_new(path, o, &r->s, &err);
+    ck_assert_msg(r->m, "%s: %s", path, err.msg);
+    r->x = mp_exec_new(r->m->graph, NULL, &err);
+    ck_assert_msg(r->x, "%s", err.msg);
+    ck_assert_msg(!mp_plan_bind_inputs(r->x, r->m->graph, NULL, NULL, SEED, NULL, NULL, &err), "%s", err.msg);
+    int rc = mp_exec_run(r->x, &err);
+    if (rc == MP_EXEC_UNSUPPORTED) {
+        printf("  skipped: %s %s: the CPU executor cannot run it: %s\n", path, mp_plan_precision_name(o->precision), err.msg);
+        ref_free(r);
+        return false;
+    }
+    ck_assert_msg(!rc, "%s: %s", path, err.msg);
+    return true;
+}
+
+/* Every output of a (loss, then gradients) against the same-named one of b:
+ * bit-identical when rtol is 0, else within rtol in norm. */
+static int compare(const ref *a, const mp_graph *gb, const mp_exec *xb, double rtol, const char *what)
+{
+    const mp_graph *ga = a->m->graph;
+    ck_assert_int_eq(ga->noutputs, gb->noutputs);
+    for (int32_t k = 0; k < ga->noutputs; k++) {
+        const mp_tensor *ta = mp_exec_value(a->x, ga->outputs[k]), *tb = mp_exec_value(xb, gb->outputs[k]);
+        const char *name = ga->values[ga->outputs[k]].name;
+        ck_assert_msg(ta && tb && ta->numel == tb->numel, "%s: '%s' missing", what, name);
+        if (rtol == 0) {
+            ck_assert_msg(!strcmp(name, gb->values[gb->outputs[k]].name), "%s: output %d differs", what, k);
+            ck_assert_msg(ta->dtype == tb->dtype && !memcmp(ta->data, tb->data, (size_t)ta->numel * mp_elem_size(ta->dtype)),
+                          "%s: '%s' is not bit-identical", what, name);
+            continue;
+        }
+        double d2 = 0, n2 = 0;
+        for (int64_t i = 0; i < ta->numel; i++) {
+            double x = mp_tensor_get_f64(ta, i), y = mp_tensor_get_f64(tb, i);
+            d2 += (x - y) * (x - y), n2 += x * x;
+        }
+        double rel = sqrt(d2) / (sqrt(n2) > 1e-30 ? sqrt(n2) : 1e-30);
+        ck_assert_msg(rel <= (k ? BF16_GRAD_RTOL : BF16_LOSS_RTOL), "%s: '%s' off by %g (relative)", what, name, rel);
+    }
+    return ga->noutputs;
+}
+
+/* Applies order rs to a fresh step, writes the plan, loads it, runs one step. */
+static void plan_and_run(const char *path, const mp_plan_opts *o, const mp_rsched *rs, const ref *want,
+                         const ref *fp32, int64_t budget, int64_t model_peak)
+{
+    mp_err err = {""};
+    mp_schedule s, applied;
+    mp_model *m = mp_plan_step_new(path, o, &s, &err);
+    ck_assert_msg(m, "%s", err.msg);
+    ck_assert_msg(!mp_remat_apply(m->graph, &s, rs, &applied, &err), "%s", err.msg);
+    mp_plan_info info;
+    ck_assert_msg(!mp_plan_write(dir, path, o, m->graph, &applied, -1, &info, &err), "%s", err.msg);
+    mp_schedule_free(&s);
+    mp_schedule_free(&applied);
+    mp_onnx_close(m);
+
+    mp_plan p;
+    ck_assert_msg(!mp_plan_load(dir, &p, &err), "%s", err.msg);
+    ck_assert_int_eq(p.arena_bytes, info.arena_bytes);
+    ck_assert_int_le(p.lower_bound, p.arena_bytes);
+    mp_plan_run_opts ro = {.seed = SEED};
+    mp_plan_exec *pe = mp_plan_exec_new(&p, &ro, &err);
+    ck_assert_msg(pe, "%s", err.msg);
+    double loss, secs;
+    ck_assert_msg(!mp_plan_exec_step(pe, &loss, &secs, &err), "%s", err.msg);
+    /* the run touched exactly the planned arena */
+    ck_assert_int_eq(mp_plan_exec_peak(pe), p.arena_bytes);
+    int nrec = 0;
+    for (int32_t i = 0; i < rs->n; i++) nrec += rs->recompute[i];
+    int n = compare(want, mp_plan_exec_graph(pe), mp_plan_exec_executor(pe), 0, path);
+    if (fp32) compare(fp32, mp_plan_exec_graph(pe), mp_plan_exec_executor(pe), 1, path);
+    printf("  %-24s %s budget %10lld  model peak %10lld  arena %10lld  lower bound %10lld  (%.4fx)  %d recomputes  "
+           "loss %.6f  %d tensors identical\n",
+           strrchr(path, '/') + 1, mp_plan_precision_name(o->precision), (long long)budget, (long long)model_peak,
+           (long long)p.arena_bytes, (long long)p.lower_bound, (double)p.arena_bytes / (double)p.lower_bound,
+           nrec, loss, n);
+    mp_plan_exec_free(pe);
+    mp_plan_free(&p);
+}
+
+/* Plans path at nbudget budgets from store-everything down to the minimum. */
+static void check_model(const char *path, mp_plan_opts o, int nbudget)
+{
+    if (access(path, R_OK)) {
+        printf("  skipped: %s is absent\n", path);
+        return;
+    }
+    mp_err err = {""};
+    ref want;
+    if (!ref_run(&want, path, &o)) return;
+    ref fp32 = {0};
+    bool low = o.precision != MP_FLOAT;
+    if (low) {
+        mp_plan_opts f = o;
+        f.precision = MP_FLOAT;
+        ck_assert(ref_run(&fp32, path, &f));
+    }
+    /* the planning graph: the same step, its rgraph and decision space */
+    mp_schedule s;
+    mp_model *m = mp_plan_step_new(path, &o, &s, &err);
+    ck_assert_msg(m, "%s", err.msg);
+    mp_lifetimes lt;
+    mp_rgraph rg;
+    mp_rspace sp;
+    const mp_gpu *gpu = mp_gpu_find("a100-80", &err);
+    ck_assert_msg(gpu, "%s", err.msg);
+    ck_assert_msg(!mp_lifetime_compute(m->graph, &s, &lt, &err), "%s", err.msg);
+    ck_assert_msg(!mp_rgraph_from_training(m->graph, &s, &lt, gpu, &rg, &err), "%s", err.msg);
+    ck_assert_msg(!mp_rspace_build(&rg, NULL, &sp, &err), "%s", err.msg);
+    mp_rsolve_opts so = mp_rsolve_defaults();
+    so.time_limit = 2;
+    int64_t min_peak;
+    mp_rplan minp;
+    ck_assert_msg(!mp_remat_min_peak(&sp, &so, &min_peak, &minp, &err), "%s", err.msg);
+    mp_rplan_free(&minp);
+    ck_assert_int_le(min_peak, sp.base_peak);
+    if (min_peak == sp.base_peak) nbudget = 1; /* nothing to trade: parameters and optimizer state set the peak */
+    for (int k = 0; k < nbudget; k++) {
+        int64_t budget = sp.base_peak - (int64_t)((double)(sp.base_peak - min_peak) * k / (nbudget > 1 ? nbudget - 1 : 1));
+        mp_rplan rp;
+        mp_rsolve_info info;
+        ck_assert_msg(!mp_remat_solve(&sp, budget, &so, &rp, &info, &err), "%s", err.msg);
+        ck_assert_msg(info.status != MP_RSOLVE_INFEASIBLE, "%s: budget %lld infeasible", path, (long long)budget);
+        mp_rsched rs;
+        mp_rcount c;
+        ck_assert_msg(!mp_rplan_emit(&sp, &rp, &rs, &err) && !mp_rsched_count(&rg, &rs, &c, &err), "%s", err.msg);
+        ck_assert_int_le(c.peak_bytes, budget);
+        plan_and_run(path, &o, &rs, &want, low ? &fp32 : NULL, budget, c.peak_bytes);
+        mp_rsched_free(&rs);
+        mp_rplan_free(&rp);
+    }
+    mp_rspace_free(&sp);
+    mp_rgraph_free(&rg);
+    mp_lifetime_free(&lt);
+    mp_schedule_free(&s);
+    mp_onnx_close(m);
+    ref_free(&want);
+    if (low) ref_free(&fp32);
+}
+
+static mp_plan_opts opts(int64_t batch, const char *dim, int64_t value)
+{
+    mp_plan_opts o = mp_plan_defaults();
+    o.batch = batch;
+    if (dim) {
+        snprintf(o.dim_names[0], sizeof o.dim_names[0], "%s", dim);
+        o.dim_values[0] = value;
+        o.ndims = 1;
+    }
+    snprintf(o.strategy, sizeof o.strategy, "ilp");
+    return o;
+}
+
+START_TEST(mlp) { check_model(MODEL("mlp.onnx"), opts(256, NULL, 0), 4); }
+END_TEST
+
+START_TEST(cnn_bn) { check_model(MODEL("cnn_bn.onnx"), opts(2, NULL, 0), 4); }
+END_TEST
+
+START_TEST(gpt_decoder) { check_model(MODEL("gpt_decoder.onnx"), opts(4, "sequence", 64), 3); }
+END_TEST
+
+START_TEST(mnist) { check_model(MNIST, opts(-1, NULL, 0), 4); }
+END_TEST
+
+START_TEST(bf16)
+{
+    mp_plan_opts o = opts(8, NULL, 0);
+    o.precision = MP_BFLOAT16;
+    check_model(MODEL("mlp.onnx"), o, 3);
+    o = opts(2, NULL, 0);
+    o.precision = MP_BFLOAT16;
+    check_model(MODEL("cnn_bn.onnx"), o, 2);
+    o = opts(8, NULL, 0);
+    o.precision = MP_FLOAT16;
+    check_model(MODEL("mlp.onnx"), o, 2);
+}
+END_TEST
+
+/* ---- corrupted plans ---- */
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    rewind(f);
+    char *s = malloc(*n + 1);
+    ck_assert(fread(s, 1, *n, f) == *n);
+    s[*n] = 0;
+    fclose(f);
+    return s;
+}
+
+static void spill(const char *path, const char *s, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert(f && fwrite(s, 1, n, f) == n);
+    fclose(f);
+}
+
+/* Writes text with its first `from` replaced by `to` and expects loading or
+ * preparing the plan to fail with a message containing `want`. */
+static void expect_reject(const char *text, const char *from, const char *to, size_t cut, const char *want)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    const char *at = strstr(text, from);
+    ck_assert_msg(at, "no '%s' in the plan", from);
+    size_t n = strlen(text), pre = (size_t)(at - text);
+    char *s = malloc(n + strlen(to) + 1);
+    memcpy(s, text, pre);
+    strcpy(s + pre, to);
+    strcat(s, at + strlen(from));
+    spill(path, s, cut ? cut : strlen(s));
+    free(s);
+    mp_err err = {""};
+    mp_plan p;
+    mp_plan_run_opts ro = {.seed = SEED};
+    int rc = mp_plan_load(dir, &p, &err);
+    if (!rc) {
+        mp_plan_exec *pe = mp_plan_exec_new(&p, &ro, &err);
+        rc = pe ? 0 : -1;
+        mp_plan_exec_free(pe);
+        mp_plan_free(&p);
+    }
+    ck_assert_msg(rc, "a plan with '%s' -> '%s' was accepted", from, to);
+    ck_assert_msg(strstr(err.msg, want), "expected '%s' in: %s", want, err.msg);
+    printf("  rejected (%s): %s\n", want, err.msg);
+}
+
+/* ---- CUDA codegen ---- */
+
+#define NVCC "/usr/local/cuda/bin/nvcc"
+
+/* The store-everything order of path's step, emitted with plan.cu. */
+static int emit_identity(const char *path, const mp_plan_opts *o, mp_err *err)
+{
+    mp_schedule s;
+    mp_model *m = mp_plan_step_new(path, o, &s, err);
+    ck_assert_msg(m, "%s", err->msg);
+    mp_rsched rs = {.n = s.n, .node = calloc((size_t)s.n, sizeof *rs.node), .recompute = calloc((size_t)s.n, 1)};
+    for (int32_t i = 0; i < s.n; i++) rs.node[i] = i;
+    mp_plan_info info;
+    int rc = mp_plan_emit(dir, path, o, &rs, -1, true, &info, err);
+    mp_rsched_free(&rs);
+    mp_schedule_free(&s);
+    mp_onnx_close(m);
+    return rc;
+}
+
+START_TEST(cuda_codegen)
+{
+    mp_err err = {""};
+    char cmd[1024], f[300];
+    /* an op without a CUDA kernel fails codegen by name, and writes no plan.cu */
+    snprintf(f, sizeof f, "%s/plan.cu", dir);
+    remove(f);
+    mp_plan_opts g = opts(2, "sequence", 16);
+    ck_assert_int_ne(emit_identity(MODEL("gpt_decoder.onnx"), &g, &err), 0);
+    ck_assert_msg(strstr(err.msg, "has no CUDA kernel") && strstr(err.msg, "op "), "%s", err.msg);
+    ck_assert_int_ne(access(f, F_OK), 0);
+    printf("  refused: %s\n", err.msg);
+    /* the MLP compiles and links */
+    mp_plan_opts o = opts(8, NULL, 0);
+    ck_assert_msg(!emit_identity(MODEL("mlp.onnx"), &o, &err), "%s", err.msg);
+    ck_assert_int_eq(access(f, R_OK), 0);
+    if (access(NVCC, X_OK)) {
+        printf("  skipped: %s is absent, plan.cu not compiled\n", NVCC);
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "make -s -C %s NVCC=%s NVCCFLAGS='-O2 -Werror all-warnings' >%s/make.log 2>&1", dir, NVCC, dir);
+    int rc = system(cmd);
+    snprintf(f, sizeof f, "%s/make.log", dir);
+    size_t n = 0;
+    char *log = access(f, R_OK) ? NULL : slurp(f, &n);
+    ck_assert_msg(rc == 0, "nvcc failed: %s", log ? log : "");
+    free(log);
+    snprintf(f, sizeof f, "%s/plan", dir);
+    ck_assert_int_eq(access(f, X_OK), 0);
+    printf("  plan.cu for mlp.onnx compiled and linked with nvcc (not run: no GPU here)\n");
+    static const char *const made[] = {"plan", "plan.cu", "Makefile", "make.log"};
+    for (size_t i = 0; i < sizeof made / sizeof *made; i++) {
+        snprintf(f, sizeof f, "%s/%s", dir, made[i]);
+        remove(f);
+    }
+}
+END_TEST
+
+START_TEST(corrupted)
+{
+    mp_err err = {""};
+    mp_plan_opts o = opts(8, NULL, 0);
+    mp_schedule s;
+    mp_model *m = mp_plan_step_new(MODEL("mlp.onnx"), &o, &s, &err);
+    ck_assert_msg(m, "%s", err.msg);
+    mp_plan_info info;
+    ck_assert_msg(!mp_plan_write(dir, MODEL("mlp.onnx"), &o, m->graph, &s, -1, &info, &err), "%s", err.msg);
+    mp_schedule_free(&s);
+    mp_onnx_close(m);
+    char path[300];
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    size_t n;
+    char *text = slurp(path, &n);
+    expect_reject(text, "\"version\": 1", "\"version\": 2", 0, "plan version 2 is not supported");
+    expect_reject(text, "\"fingerprint\": \"", "\"fingerprint\": \"f", 0, "fingerprint");
+    expect_reject(text, "\"batch\": 8", "\"batch\": 4", 0, "fingerprint");
+    /* the first tensor's size, halved: the loader compares it with the model */
+    const char *b = strstr(strstr(text, "\"tensors\""), "\"bytes\": ");
+    long long bytes = atoll(b + 9);
+    char from[64], to[64];
+    snprintf(from, sizeof from, "\"bytes\": %lld,", bytes);
+    snprintf(to, sizeof to, "\"bytes\": %lld,", bytes / 2);
+    expect_reject(text, from, to, 0, "bytes in the plan");
+    expect_reject(text, "", "", n / 2, "plan.json");
+    expect_reject(text, "\"format\": \"memplan-plan\"", "\"format\": \"other\"", 0, "not a memplan plan");
+    free(text);
+    /* a model that changed after planning */
+    char copy[300];
+    snprintf(copy, sizeof copy, "%s/model.onnx", dir);
+    char *model = slurp(MODEL("mlp.onnx"), &n);
+    spill(copy, model, n);
+    m = mp_plan_step_new(copy, &o, &s, &err);
+    ck_assert_msg(m, "%s", err.msg);
+    ck_assert_msg(!mp_plan_write(dir, copy, &o, m->graph, &s, -1, &info, &err), "%s", err.msg);
+    mp_schedule_free(&s);
+    mp_onnx_close(m);
+    model[n - 1] ^= 1; /* one bit of the last weight */
+    spill(copy, model, n);
+    free(model);
+    text = slurp(path, &n);
+    expect_reject(text, "", "", 0, "changed since planning");
+    free(text);
+    remove(copy);
+}
+END_TEST
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/mp_plan_test_XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    Suite *s = suite_create("plan_run");
+    TCase *tc = tcase_create("plan");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, corrupted);
+    tcase_add_test(tc, cuda_codegen);
+    tcase_add_test(tc, mlp);
+    tcase_add_test(tc, cnn_bn);
+    tcase_add_test(tc, mnist);
+    tcase_add_test(tc, bf16);
+    tcase_add_test(tc, gpt_decoder);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    char path[300];
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    remove(path);
+    rmdir(dir);
+    return failed ? 1 : 0;
+}
