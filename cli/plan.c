@@ -24,7 +24,7 @@ const char *const mp_cli_strategy_names[] = {"ilp", "none", "all", "sqrt", "gree
 enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 
 #define DEFAULT_RESERVE (INT64_C(512) << 20)
-#define DEFAULT_TIME_LIMIT 5.0
+#define DEFAULT_TIME_LIMIT 2.0
 #define MAX_TIME_LIMIT 86400.0
 #define BATCH_MAX_CAP (INT64_C(1) << 20)
 
@@ -189,6 +189,9 @@ typedef struct plan {
     bool solved;                /* info holds a solver run */
     const char *status;         /* "optimal", "feasible", "baseline", "min-peak" */
     int order_from;             /* -1: the ILP's plan; else the baseline whose order was cheaper */
+    bool have_least;            /* the least-peak search ran (it is slow: once per plan) */
+    int64_t least_peak, least_lower;
+    mp_rplan least;
     char ilp_failed[sizeof(mp_err)]; /* the solver found no plan in time (not an infeasibility proof) */
     uint8_t *recomputed;        /* nvalues: recomputed by the order */
     int32_t nkept, nrecomputed, ndroppable; /* values (a value may have several groups in sp) */
@@ -210,11 +213,12 @@ static void plan_free(plan *p)
     mp_rsched_free(&p->identity);
     mp_rsched_free(&p->order);
     if (p->have_rp) mp_rplan_free(&p->rp);
+    if (p->have_least) mp_rplan_free(&p->least);
     if (p->have_sp) mp_rspace_free(&p->sp);
     mp_rgraph_free(&p->rg);
     free(p->recomputed);
     if (p->onnx) mp_cli_step_free(&p->step);
-    p->have_rp = p->have_sp = false;
+    p->have_rp = p->have_sp = p->have_least = false;
     p->recomputed = NULL;
     p->onnx = false;
 }
@@ -235,17 +239,26 @@ static mp_rsolve_opts solve_opts(const plan *p, const mp_rplan *warm)
     return so;
 }
 
+/* The least peak of the space (and a bound below it), searched once. */
+static int least_peak(plan *p, mp_err *err)
+{
+    if (p->have_least) return 0;
+    mp_rsolve_opts so = solve_opts(p, NULL);
+    if (mp_remat_min_peak_range(&p->sp, &so, &p->least_peak, &p->least_lower, &p->least, err)) return -1;
+    p->have_least = true;
+    return 0;
+}
+
 /* The exit-3 line: the budget, the smallest feasible budget, what dominates it. */
 static int report_infeasible(plan *p, const char *why)
 {
     mp_err err = {{0}};
-    mp_rsolve_opts so = solve_opts(p, NULL);
-    int64_t min_peak, lower;
-    mp_rplan mp;
-    if (mp_remat_min_peak_range(&p->sp, &so, &min_peak, &lower, &mp, &err)) {
+    if (least_peak(p, &err)) {
         mp_cli_model_error(p->source, err.msg);
         return MP_EXIT_USAGE;
     }
+    int64_t min_peak = p->least_peak, lower = p->least_lower;
+    const mp_rplan mp = p->least;
     /* the live set at the min-peak plan's peak, and the resident part of it */
     mp_rsched o;
     mp_rcount c = {0};
@@ -257,7 +270,6 @@ static int report_infeasible(plan *p, const char *why)
         if (p->rg.producer[p->rg.in[k]] >= 0) footprint += p->rg.bytes[p->rg.in[k]];
     for (int32_t k = at >= 0 ? p->rg.out_off[at] : 0; at >= 0 && k < p->rg.out_off[at + 1]; k++)
         footprint += p->rg.bytes[p->rg.out[k]];
-    mp_rplan_free(&mp);
     int64_t resident = 0, params_state = 0;
     for (int32_t v = 0; v < p->rg.nvalues; v++) {
         if (p->rg.producer[v] >= 0) continue;
@@ -315,22 +327,17 @@ static int plan_ilp(plan *p, bool *fits)
     p->solved = true;
     p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
     if (p->info.status == MP_RSOLVE_INFEASIBLE) {
-        int64_t min_peak;
-        mp_rplan mp;
-        if (mp_remat_min_peak(&p->sp, &so, &min_peak, &mp, &err)) goto fail;
-        if (min_peak > p->usable) {
-            mp_rplan_free(&mp);
-            return 0;
-        }
-        mp_rsolve_opts warm = solve_opts(p, &mp);
+        if (least_peak(p, &err)) goto fail;
+        if (p->least_peak > p->usable) return 0;
+        mp_rsolve_opts warm = solve_opts(p, &p->least);
         mp_rplan_free(&p->rp);
         if (mp_remat_solve(&p->sp, p->usable, &warm, &p->rp, &p->info, &err) ||
             p->info.status == MP_RSOLVE_INFEASIBLE) {
             mp_rplan_free(&p->rp);
-            p->rp = mp; /* the least-peak plan fits: use it */
+            if (mp_rplan_init(&p->sp, &p->rp, &err)) goto fail; /* the least-peak plan fits: use it */
+            memcpy(p->rp.choice, p->least.choice, (size_t)p->sp.ndrop * sizeof *p->rp.choice);
             p->status = "min-peak";
         } else {
-            mp_rplan_free(&mp);
             p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
         }
     }
