@@ -321,6 +321,7 @@ static int plan_ilp(plan *p, bool *fits)
     memset(&p->rp, 0, sizeof p->rp);
     if (mp_remat_solve(&p->sp, p->usable, &so, &p->rp, &p->info, &err)) {
         snprintf(p->ilp_failed, sizeof p->ilp_failed, "%s", err.msg); /* a baseline may still fit */
+        p->status = "timeout";
         return 0;
     }
     p->have_rp = true;

@@ -1,0 +1,57 @@
+#!/bin/sh
+# plan_bench.sh - planning time and quality on real training steps: for each
+# model and budget (a fraction of the store-everything peak), the wall time of
+# the whole command (import, training step, ILP, baselines), the recompute
+# overhead of the plan and of the sqrt and greedy baselines, and the MIP gap.
+#
+#   bench/plan_bench.sh [BUILD_DIR] [EXTRA_MODELS_DIR]
+#
+# Models: ../shared/models/torch (ResNet-50, GPT-2-small class, ViT-B/16);
+# EXTRA_MODELS_DIR may hold swin_t.onnx (bench/export_models.py makes it).
+# Needs python3 only to read the JSON (any python3). Skips what is absent.
+set -eu
+BUILD=${1:-build}
+EXTRA=${2:-}
+M="$BUILD/memplan"
+SHARED="$(dirname "$0")/../../shared/models/torch"
+[ -x "$M" ] || { echo "plan_bench: build first ($M missing)"; exit 1; }
+
+row() { # name, model args..., then budgets after --
+    name=$1; shift
+    args=""
+    while [ "$1" != "--" ]; do args="$args $1"; shift; done
+    shift
+    for b in "$@"; do
+        t0=$(date +%s.%N)
+        if out=$($M $args --budget "$b%" --reserve 0 --json 2>/tmp/plan_bench.err); then
+            t1=$(date +%s.%N)
+            echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin); p = d["plan"]; s = d["solver"]; b = d["baselines"]
+def o(k):
+    r = b.get(k)
+    return "%.2f" % r["recompute_overhead_pct"] if r and r["peak_bytes"] <= p["usable_bytes"] else "-"
+gap = "%.2f %%" % (100 * s["mip_gap"]) if s["mip_gap"] is not None else "-"
+print("| %s | %s %% | %.2f | %.2f | %s | %s | %s | %s | %s |" % (sys.argv[1], sys.argv[2], float(sys.argv[3]),
+      p["recompute_overhead_pct"], p["order_from"], o("sqrt"), o("greedy"), s["status"], gap))
+' "$name" "$b" "$(echo "$t1 - $t0" | bc)"
+        else
+            t1=$(date +%s.%N)
+            printf '| %s | %s %% | %.2f | infeasible: %s |\n' "$name" "$b" "$(echo "$t1 - $t0" | bc)" \
+                "$(sed -n 's/.*\(smallest feasible budget [^;]*\).*/\1/p' /tmp/plan_bench.err | cut -c1-90)"
+        fi
+    done
+}
+
+echo "| model | budget | wall s | ILP overhead % | order from | sqrt % | greedy % | solver | gap |"
+echo "|---|---:|---:|---:|---|---:|---:|---|---:|"
+if [ -d "$SHARED" ]; then
+    row "resnet50_train b32" "$SHARED/resnet50_train.onnx" --batch 32 -- 90 70 50
+    row "gpt2_small_like_train b4 s1024" "$SHARED/gpt2_small_like_train.onnx" --batch 4 --dim sequence=1024 -- 90 70 60
+    row "vit_b_16_train b32" "$SHARED/vit_b_16_train.onnx" --batch 32 -- 90 70 50
+else
+    echo "plan_bench: $SHARED absent, shared models skipped" >&2
+fi
+if [ -n "$EXTRA" ] && [ -f "$EXTRA/swin_t.onnx" ]; then
+    row "swin_t b8 (6,556-node forward)" "$EXTRA/swin_t.onnx" --batch 8 -- 90 70 50
+fi
