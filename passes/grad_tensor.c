@@ -1,7 +1,8 @@
 /* grad_tensor.c - gradient rules of the ops that move data: reshapes,
  * transposes, concatenation, splitting, slicing, gathering, expanding and
- * nearest-neighbour resizing.
- * None reads forward data except Gather (its indices) and Slice (its bounds). */
+ * nearest-neighbour resizing, padding.
+ * None reads forward data except Gather (its indices), Slice (its bounds)
+ * and Pad (its pads and axes). */
 #include <string.h>
 
 #include "frontend/shape.h"
@@ -122,6 +123,16 @@ int mp_grad_Slice(mp_ad *ad, int32_t node, const int32_t *dy)
     int32_t in[5] = {dy[0], IN(1), IN(2), IN(3), IN(4)};
     int nin = NODE->nin;
     return scatter_back(ad, node, "SliceGrad", nin < 1 ? 1 : nin > 5 ? 5 : nin, in);
+}
+
+/* Pad, every mode and opset: reads pads (input 1, or the attributes of opsets
+ * before 11) and axes; dX sums dY at the input positions each output came from
+ * (PadGrad). The constant fill's own gradient is not supported. */
+int mp_grad_Pad(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    if (ad_needs(ad, IN(2))) return mp_fail(ad->err, "the gradient of constant_value is not supported");
+    int32_t in[3] = {dy[0], IN(1), IN(3)};
+    return scatter_back(ad, node, "PadGrad", in[2] >= 0 ? 3 : in[1] >= 0 ? 2 : 1, in);
 }
 
 /* Gather: reads the indices; dY rows are added into a zero table. */

@@ -867,3 +867,75 @@ int mp_cpu_LRNGrad(const mp_kargs *k, mp_err *err)
         }
     return 0;
 }
+
+/* Pad backward (dY, pads?, axes?) -> dX: each output position of the forward
+ * maps back to the input position it copied (as mp_cpu_Pad: index o - begin,
+ * then the mode's rule past the edges) and dY is summed there; constant
+ * mode's fill positions give nothing. Pads from input 1, or the attributes
+ * `pads` / `paddings` of opsets before 11; negative pads crop. */
+int mp_cpu_PadGrad(const mp_kargs *k, mp_err *err)
+{
+    const mp_tensor *dy = mp_kin(k, 0);
+    mp_tensor *dx = k->out[0];
+    if (!dy || !mp_dtype_is_float(dy->dtype) || dy->rank != dx->rank) return mp_fail(err, "takes float dY of X's rank");
+    int r = dx->rank, np, na = r;
+    int64_t raw[2 * MP_MAX_RANK], axes[MP_MAX_RANK], begin[MP_MAX_RANK] = {0}, end[MP_MAX_RANK] = {0};
+    if (mp_kin(k, 1)) {
+        if ((np = mp_read_ints(k->in[1], raw, 2 * MP_MAX_RANK, "pads", err)) < 0) return -1;
+    } else {
+        const int64_t *p;
+        np = mp_attr_ints(k->node, mp_node_attr(k->node, "pads") ? "pads" : "paddings", &p);
+        if (np < 0 || np > 2 * MP_MAX_RANK) return mp_fail(err, "missing pads");
+        memcpy(raw, p, (size_t)np * sizeof *raw);
+    }
+    if (mp_kin(k, 2) && (na = mp_read_ints(k->in[2], axes, MP_MAX_RANK, "axes", err)) < 0) return -1;
+    if (np != 2 * na) return mp_fail(err, "pads has %d entries for %d axes", np, na);
+    for (int i = 0; i < na; i++) {
+        int64_t a = mp_kin(k, 2) ? (axes[i] < 0 ? axes[i] + r : axes[i]) : i;
+        if (a < 0 || a >= r) return mp_fail(err, "axis out of range");
+        begin[a] = raw[i], end[a] = raw[na + i];
+    }
+    const char *mode = mp_attr_str(k->node, "mode", "constant");
+    enum { CONSTANT, REFLECT, EDGE, WRAP } m;
+    if (!strcmp(mode, "constant")) m = CONSTANT;
+    else if (!strcmp(mode, "reflect")) m = REFLECT;
+    else if (!strcmp(mode, "edge")) m = EDGE;
+    else if (!strcmp(mode, "wrap")) m = WRAP;
+    else return mp_fail(err, "unknown mode '%s'", mode);
+    /* per axis, the input index of each output index (-1: the fill) */
+    int64_t total = 0, base[MP_MAX_RANK];
+    for (int a = 0; a < r; a++) {
+        if (dy->dims[a] - dx->dims[a] != begin[a] + end[a]) return mp_fail(err, "dY's dim %d disagrees with the pads", a);
+        if (m != CONSTANT && dx->dims[a] == 0 && dy->dims[a] > 0) return mp_fail(err, "mode %s cannot pad an empty axis", mode);
+        base[a] = total, total += dy->dims[a];
+    }
+    int64_t *map = mp_scratch_array(k->scratch, total ? total : 1, sizeof *map);
+    double *acc = map ? zeros(k, dx->numel, err) : NULL;
+    if (!acc) return map ? -1 : mp_fail(err, "out of scratch memory");
+    for (int a = 0; a < r; a++) {
+        int64_t d = dx->dims[a], per = 2 * (d - 1);
+        for (int64_t o = 0; o < dy->dims[a]; o++) {
+            int64_t j = o - begin[a];
+            if (j < 0 || j >= d) {
+                if (m == CONSTANT) j = -1;
+                else if (m == EDGE) j = j < 0 ? 0 : d - 1;
+                else if (m == WRAP) j = (j % d + d) % d;
+                else if (d == 1) j = 0;
+                else j = (j % per + per) % per, j = j >= d ? per - j : j;
+            }
+            map[base[a] + o] = j;
+        }
+    }
+    int64_t xs[MP_MAX_RANK], idx[MP_MAX_RANK] = {0};
+    mp_strides(r, dx->dims, xs);
+    for (int64_t o = 0; o < dy->numel; o++, next_index(idx, dy->dims, r)) {
+        int64_t at = 0;
+        for (int a = 0; a < r && at >= 0; a++) {
+            int64_t j = map[base[a] + idx[a]];
+            at = j < 0 ? -1 : at + j * xs[a];
+        }
+        if (at >= 0) acc[at] += mp_tensor_get_f64(dy, o);
+    }
+    store(dx, acc);
+    return 0;
+}
