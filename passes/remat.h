@@ -16,17 +16,20 @@
  *     produce values; a node needs its inputs resident and allocates its
  *     outputs; a value is freed after its last use (Checkmate's semantics);
  *     resident values (no producer) are live throughout;
- *   - a droppable value v (a forward value with a gap between two uses, e.g.
- *     its last forward use a_v and its first backward use b_v) is either kept,
- *     or freed after a_v and recomputed once, at one of its candidate steps q
- *     in (a_v, b_v], living from q to its last use;
+ *   - a droppable value v (a forward value) has gaps between consecutive
+ *     events of {producer} and its uses (e.g. its last forward use a and its
+ *     first backward use b, or between two backward uses); its G largest gaps
+ *     of length >= 2 are groups (value, gap). In each group v is either kept,
+ *     or freed after a and recomputed at one of the group's candidate steps q
+ *     in (a, b], living from q to the start of its next dropped gap (or its
+ *     last use): a value may be recomputed once per dropped gap;
  *   - recomputing v at q runs its recipe: v's producer and every ancestor that
  *     is no longer live at q (values that died after the forward), in order;
  *     the recipe's inputs that are droppable must be resident at q (kept, or
  *     themselves recomputed at or before q);
  *   - the cost of a plan is the sum of its recipes' costs; its peak is counted
  *     step by step, recipe nodes included.
- * The ILP (GLPK) chooses one candidate per dropped value; mp_rsched_count()
+ * The ILP (GLPK) chooses at most one candidate per group; mp_rsched_count()
  * recounts the emitted order independently, and equals the ILP's peak.
  */
 #ifndef MP_REMAT_H
@@ -100,7 +103,8 @@ void mp_rsched_free(mp_rsched *s);
 /* ---- the decision space (remat_space.c) ---- */
 
 typedef struct mp_rspace_opts {
-    int max_candidates;     /* candidate recompute steps per value (default 6) */
+    int max_candidates;     /* candidate recompute steps per group (default 6; the one-gap space's steps first) */
+    int max_gaps;           /* groups per value: its largest gaps of length >= 2 (default 4; 1: the largest only) */
     int max_recipe;         /* nodes in one recipe (default 64); longer ones are not offered */
     double min_fraction;    /* values under this fraction of the largest droppable are always kept (0) */
 } mp_rspace_opts;
@@ -110,10 +114,12 @@ mp_rspace_opts mp_rspace_defaults(void);
 /* One way to bring a value back: recompute it before step q by running recipe nodes. */
 typedef struct mp_rcand {
     int32_t value, step;
+    int32_t group;            /* the group (value, gap) it brings back: gap_start[group] + 2 <= step <= gap_end[group] */
     int32_t nrecipe, *recipe; /* node ids in order; the last produces value */
     double cost;
     int64_t recipe_peak;      /* extra bytes while the recipe runs, value included */
-    int32_t nfront, *front;   /* droppable recipe inputs inside their gap at step: must be kept or back by step */
+    int32_t nfront, *front;   /* values read by the recipe and inside one of their groups' gaps at step
+                               * (mp_rspace_group): that group must be kept or back by step */
 } mp_rcand;
 
 typedef struct mp_rspace {
@@ -123,28 +129,34 @@ typedef struct mp_rspace {
     int64_t *base_between;    /* nnodes: bytes crossing into step q (alive after q-1 and needed at q or later) */
     int64_t base_peak;
     int64_t resident_bytes;
-    int32_t ndrop;            /* droppable values */
-    int32_t *drop;            /* ndrop value ids, in producer order */
-    int32_t *gap_start, *gap_end; /* nvalues: a_v and b_v of droppable values, -1 otherwise */
-    int32_t *drop_index;      /* nvalues: index into drop, -1 when the value is always kept */
+    /* Groups: one per (droppable value, gap), in producer order of the value,
+     * a value's groups consecutive and by gap. (Before, one group per value:
+     * gap_start and gap_end were indexed by value.) */
+    int32_t ndrop;            /* groups */
+    int32_t *drop;            /* ndrop: the value of group i (a value may have several groups) */
+    int32_t *gap_start, *gap_end; /* ndrop: the gap a < b of group i, both events (producer or uses) of its value */
+    int32_t *drop_index;      /* nvalues: the first group of the value, -1 when it is always kept */
     int32_t ncand;
-    mp_rcand *cand;           /* grouped by value in drop order, each group by step */
-    int32_t *cand_off;        /* ndrop + 1: candidates of drop[i] are cand[cand_off[i] .. cand_off[i+1]) */
+    mp_rcand *cand;           /* by group, each group by step */
+    int32_t *cand_off;        /* ndrop + 1: candidates of group i are cand[cand_off[i] .. cand_off[i+1]) */
 } mp_rspace;
 
 int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp, mp_err *err);
 void mp_rspace_free(mp_rspace *sp);
 
+/* The group of value v whose gap holds step q (gap_start < q <= gap_end), -1 when none. */
+int32_t mp_rspace_group(const mp_rspace *sp, int32_t v, int32_t q);
+
 /* ---- plans (remat_plan.c) ---- */
 
 typedef struct mp_rplan {
-    int32_t *choice;          /* ndrop: index into sp->cand of the chosen candidate, -1 kept */
+    int32_t *choice;          /* ndrop (per group): index into sp->cand of the chosen candidate, -1 kept */
 } mp_rplan;
 
 int mp_rplan_init(const mp_rspace *sp, mp_rplan *p, mp_err *err); /* keeps everything */
 
 /* The order the plan runs: the store-everything order with, before each step
- * q, the recipes of the values recomputed at q (in value order). Fails when
+ * q, the recipes of the candidates chosen at q (in group order). Fails when
  * the plan breaks the model (a recipe input not resident). */
 int mp_rplan_emit(const mp_rspace *sp, const mp_rplan *p, mp_rsched *s, mp_err *err);
 

@@ -1,5 +1,5 @@
 /* remat_ilp.c - the keep/recompute integer program on GLPK (docs/ilp.md):
- * one binary per candidate, at most one per value, frontier rows so a recipe
+ * one binary per candidate, at most one per group (value, gap), frontier rows so a recipe
  * only reads what is resident, and memory as running sums over the steps
  * (D_t = bytes away at step t), so the matrix stays O(nodes + candidates).
  * The LP relaxation gives the bound; a greedy plan, counted by the model
@@ -68,13 +68,13 @@ static bool compatible(const mp_rspace *sp, const int32_t *choice, const int32_t
 {
     const mp_rcand *rc = &sp->cand[c];
     for (int32_t f = 0; f < rc->nfront; f++) {
-        int32_t j = sp->drop_index[rc->front[f]];
-        if (choice[j] >= 0 && sp->cand[choice[j]].step > rc->step) return false;
+        int32_t j = mp_rspace_group(sp, rc->front[f], rc->step);
+        if (j >= 0 && choice[j] >= 0 && sp->cand[choice[j]].step > rc->step) return false;
     }
-    int32_t i = sp->drop_index[rc->value];
+    int32_t i = rc->group;
     for (int32_t k = off[i]; k < off[i + 1]; k++) {
         const mp_rcand *r = &sp->cand[readers[k]];
-        if (choice[sp->drop_index[r->value]] == readers[k] && r->step < rc->step) return false;
+        if (choice[r->group] == readers[k] && r->step < rc->step) return false;
     }
     return true;
 }
@@ -102,7 +102,8 @@ static int greedy(const mp_rspace *sp, int64_t budget, const double *lp, double 
     /* who reads each value through a frontier */
     int32_t nr = 0;
     for (int32_t c = 0; c < nc; c++)
-        for (int32_t f = 0; f < sp->cand[c].nfront; f++) off[sp->drop_index[sp->cand[c].front[f]] + 1]++, nr++;
+        for (int32_t f = 0; f < sp->cand[c].nfront; f++)
+            off[mp_rspace_group(sp, sp->cand[c].front[f], sp->cand[c].step) + 1]++, nr++;
     for (int32_t i = 0; i < nd; i++) off[i + 1] += off[i];
     readers = malloc(((size_t)nr + 1) * sizeof *readers);
     chosen = malloc(((size_t)nd + 1) * sizeof *chosen);
@@ -112,20 +113,21 @@ static int greedy(const mp_rspace *sp, int64_t budget, const double *lp, double 
     }
     for (int32_t i = 0; i < nd; i++) chosen[i] = off[i]; /* chosen: fill positions for now */
     for (int32_t c = 0; c < nc; c++)
-        for (int32_t f = 0; f < sp->cand[c].nfront; f++) readers[chosen[sp->drop_index[sp->cand[c].front[f]]]++] = c;
+        for (int32_t f = 0; f < sp->cand[c].nfront; f++)
+            readers[chosen[mp_rspace_group(sp, sp->cand[c].front[f], sp->cand[c].step)]++] = c;
     int32_t no = 0;
     for (int32_t c = 0; c < nc; c++) {
         const mp_rcand *r = &sp->cand[c];
-        double len = (double)(r->step - sp->gap_start[r->value] - 1);
+        double len = (double)(r->step - sp->gap_start[r->group] - 1);
         double first = lp && lp[c] >= theta ? -floor(lp[c] * 20 + 1e-9) : 0; /* LP values in steps of 0.05 */
         if (vbytes(sp, c) > 0) order[no++] = (greedy_cand){c, first, r->cost / ((double)vbytes(sp, c) * len)};
     }
     qsort(order, (size_t)no, sizeof *order, cmp_ratio);
     for (int32_t k = 0; k < no && ex > 0; k++) {
-        int32_t c = order[k].c, i = sp->drop_index[sp->cand[c].value];
+        int32_t c = order[k].c, i = sp->cand[c].group;
         if (choice[i] >= 0) continue;
         bool helps = false; /* it frees bytes only at steps a+1 .. q-1 */
-        for (int32_t t = sp->gap_start[sp->cand[c].value] + 1; t < sp->cand[c].step && !helps; t++)
+        for (int32_t t = sp->gap_start[i] + 1; t < sp->cand[c].step && !helps; t++)
             helps = cur[t] > budget;
         if (!helps || !compatible(sp, choice, off, readers, c)) continue;
         choice[i] = c;
@@ -147,7 +149,7 @@ static int greedy(const mp_rspace *sp, int64_t budget, const double *lp, double 
         qsort(order, (size_t)nch, sizeof *order, cmp_ratio);
         for (int32_t k = 0; k < nch; k++) chosen[k] = order[k].c;
         for (int32_t k = 0; k < nch; k++) {
-            int32_t i = sp->drop_index[sp->cand[chosen[k]].value];
+            int32_t i = sp->cand[chosen[k]].group;
             choice[i] = -1;
             int64_t pk; /* a kept value is resident for every reader */
             if (mp_rplan_peak(sp, &p, NULL, &pk, err)) goto done;
@@ -231,7 +233,7 @@ static int64_t peak_floor(const mp_rspace *sp, mp_err *err, bool *ok)
     for (int32_t i = 0; i < sp->ndrop; i++) {
         if (sp->cand_off[i + 1] == sp->cand_off[i]) continue;
         int32_t v = sp->drop[i];
-        away[sp->gap_start[v] + 1] += sp->rg->bytes[v];
+        away[sp->gap_start[i] + 1] += sp->rg->bytes[v];
         away[sp->cand[sp->cand_off[i + 1] - 1].step] -= sp->rg->bytes[v]; /* its latest way back */
     }
     int64_t a = 0;
@@ -296,7 +298,7 @@ static int build_model(ilp *m, mp_err *err)
         glp_set_obj_coef(m->P, m->bcol, 1);
     }
 
-    /* at most one candidate per value */
+    /* at most one candidate per group */
     for (int32_t i = 0; i < sp->ndrop; i++) {
         if (sp->cand_off[i + 1] - sp->cand_off[i] < 2) continue;
         int r = new_row(m, GLP_UP, 0, 1);
@@ -307,8 +309,10 @@ static int build_model(ilp *m, mp_err *err)
      * seldom bind: they join the LP when its solution breaks them (add_front) */
     for (int32_t c = 0; c < nc; c++)
         for (int32_t f = 0; f < sp->cand[c].nfront; f++) {
-            int32_t j = sp->drop_index[sp->cand[c].front[f]];
-            if (sp->cand[sp->cand_off[j + 1] - 1].step <= sp->cand[c].step) continue; /* never away then */
+            int32_t j = mp_rspace_group(sp, sp->cand[c].front[f], sp->cand[c].step);
+            if (j < 0 || sp->cand_off[j + 1] == sp->cand_off[j] ||
+                sp->cand[sp->cand_off[j + 1] - 1].step <= sp->cand[c].step)
+                continue; /* never away then */
             if (m->nfront == m->capfront) {
                 int32_t cap = m->capfront ? 2 * m->capfront : 256;
                 int32_t *p = realloc(m->front, (size_t)cap * 2 * sizeof *p);
@@ -327,7 +331,7 @@ static int build_model(ilp *m, mp_err *err)
         prev = t;
     }
     for (int32_t c = 0; c < nc; c++) {
-        int32_t ka = next[sp->gap_start[sp->cand[c].value] + 1], ks = next[sp->cand[c].step];
+        int32_t ka = next[sp->gap_start[sp->cand[c].group] + 1], ks = next[sp->cand[c].step];
         if (ka == ks) continue; /* away and back between the same two needed steps */
         double b = (double)vbytes(sp, c);
         if ((ka >= 0 && put(m, chain[ka], c + 1, -b)) || (ks >= 0 && put(m, chain[ks], c + 1, b))) goto oom;
@@ -381,7 +385,7 @@ static int plan_columns(const ilp *m, const int32_t *choice, int64_t peak, doubl
         int32_t c = choice[i];
         if (c < 0) continue;
         x[c + 1] = 1;
-        delta[sp->gap_start[sp->cand[c].value] + 1] += vbytes(sp, c);
+        delta[sp->gap_start[sp->cand[c].group] + 1] += vbytes(sp, c);
         delta[sp->cand[c].step] -= vbytes(sp, c);
     }
     int64_t away = 0;
@@ -411,13 +415,14 @@ static int add_front(ilp *m, bool all)
         if (m->written[k]) continue;
         int32_t c = m->front[2 * k], j = m->front[2 * k + 1], len = 0;
         double act = 0;
-        /* w's candidates up to step(c) that read v all need it by then: one
-         * row for them together is valid and tighter than x_c alone */
-        int32_t iw = sp->drop_index[sp->cand[c].value];
+        /* w's candidates up to step(c) that read v in the same gap of v all
+         * need it by then: one row for them together is valid and tighter
+         * than x_c alone */
+        int32_t iw = sp->cand[c].group;
         for (int32_t o = sp->cand_off[iw]; o < sp->cand_off[iw + 1] && sp->cand[o].step <= sp->cand[c].step; o++) {
             bool reads = false;
             for (int32_t f = 0; f < sp->cand[o].nfront && !reads; f++) reads = sp->cand[o].front[f] == sp->drop[j];
-            if (!reads) continue;
+            if (!reads || mp_rspace_group(sp, sp->drop[j], sp->cand[o].step) != j) continue;
             ind[++len] = o + 1, val[len] = 1;
             act += glp_get_col_prim(m->P, o + 1);
         }

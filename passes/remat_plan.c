@@ -27,29 +27,30 @@ static const char *producer_name(const mp_rgraph *rg, int32_t v)
     return u >= 0 && rg->node_name && rg->node_name[u] ? rg->node_name[u] : "?";
 }
 
-/* Step at which drop[i] is back (its chosen candidate's), -1 when kept. */
+/* Step at which group i is back (its chosen candidate's), -1 when kept. */
 static int32_t back_at(const mp_rspace *sp, const mp_rplan *p, int32_t i)
 {
-    return p->choice[i] < 0 ? -1 : sp->cand[p->choice[i]].step;
+    return i < 0 || p->choice[i] < 0 ? -1 : sp->cand[p->choice[i]].step;
 }
 
-/* Every choice is one of its value's candidates, and every recipe input that
- * may be away is kept or back by the recipe's step (same step: its recipe
- * runs first, in producer order). */
+/* Every choice is one of its group's candidates, and every recipe input that
+ * may be away is kept or back by the recipe's step in the group holding that
+ * step (same step: its recipe runs first, in producer order). */
 static int check_plan(const mp_rspace *sp, const mp_rplan *p, mp_err *err)
 {
     if (!p || (sp->ndrop && !p->choice)) return mp_fail(err, "remat plan: no choices");
     for (int32_t i = 0; i < sp->ndrop; i++) {
         int32_t c = p->choice[i];
         if (c != -1 && (c < sp->cand_off[i] || c >= sp->cand_off[i + 1]))
-            return mp_fail(err, "remat plan: value %d (output of '%s') has choice %d, not one of its candidates",
-                           sp->drop[i], producer_name(sp->rg, sp->drop[i]), c);
+            return mp_fail(err, "remat plan: value %d (output of '%s') has choice %d in its gap %d..%d, not one of "
+                           "its candidates there", sp->drop[i], producer_name(sp->rg, sp->drop[i]), c,
+                           sp->gap_start[i], sp->gap_end[i]);
     }
     for (int32_t i = 0; i < sp->ndrop; i++) {
         if (p->choice[i] < 0) continue;
         const mp_rcand *c = &sp->cand[p->choice[i]];
         for (int32_t f = 0; f < c->nfront; f++) {
-            int32_t x = c->front[f], back = back_at(sp, p, sp->drop_index[x]);
+            int32_t x = c->front[f], back = back_at(sp, p, mp_rspace_group(sp, x, c->step));
             if (back > c->step)
                 return mp_fail(err, "remat plan: recomputing value %d (output of '%s') before step %d needs value %d "
                                "(output of '%s'), which is not resident then (recomputed only before step %d)",
@@ -59,7 +60,7 @@ static int check_plan(const mp_rspace *sp, const mp_rplan *p, mp_err *err)
     return 0;
 }
 
-/* The chosen candidates bucketed by step, each bucket in drop (producer) order:
+/* The chosen candidates bucketed by step, each bucket in group (producer) order:
  * at[off[q] .. off[q+1]) are indexes into sp->cand. */
 static int bucket_by_step(const mp_rspace *sp, const mp_rplan *p, int32_t **off, int32_t **at, mp_err *err)
 {
@@ -97,12 +98,12 @@ int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, in
         free(delta);
         return -1;
     }
-    /* D_t, the bytes away at step t, as a running sum: a dropped value is away at a_v+1 .. q-1 */
+    /* D_t, the bytes away at step t, as a running sum: a value dropped in gap a..b is away at a+1 .. q-1 */
     for (int32_t i = 0; i < sp->ndrop; i++) {
         if (p->choice[i] < 0) continue;
         const mp_rcand *c = &sp->cand[p->choice[i]];
         int64_t bytes = sp->rg->bytes[c->value];
-        delta[sp->gap_start[c->value] + 1] += bytes;
+        delta[sp->gap_start[i] + 1] += bytes;
         delta[c->step] -= bytes;
     }
     int64_t away = 0, top = sp->resident_bytes;

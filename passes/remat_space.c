@@ -1,8 +1,9 @@
 /* remat_space.c - the decision space of rematerialization (docs/ilp.md): the
- * store-everything counts, the droppable values and their gaps, and for each
- * the candidate steps it may come back at with the recipe that brings it back.
- * Four passes: uses and last uses, store-everything counts, gaps, candidates
- * (latest producer first, so that chains cascade into earlier values). */
+ * store-everything counts, the groups (a droppable value and one of its gaps
+ * between uses), and for each the candidate steps it may come back at with
+ * the recipe that brings it back. Four passes: uses and last uses,
+ * store-everything counts, groups, candidates (latest producer first, so
+ * that chains cascade into earlier values). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,7 @@
 
 mp_rspace_opts mp_rspace_defaults(void)
 {
-    return (mp_rspace_opts){.max_candidates = 6, .max_recipe = 64, .min_fraction = 0};
+    return (mp_rspace_opts){.max_candidates = 6, .max_gaps = 4, .max_recipe = 64, .min_fraction = 0};
 }
 
 static bool flag(const uint8_t *a, int32_t i) { return a && a[i]; }
@@ -40,7 +41,7 @@ static int cmp_i32(const void *a, const void *b)
 
 /* A candidate while the space is built: recipe and frontier as offsets into pools. */
 typedef struct tcand {
-    int32_t value, step, nrecipe, roff, nfront, foff;
+    int32_t value, step, group, nrecipe, roff, nfront, foff;
     double cost;
     int64_t peak;
 } tcand;
@@ -56,6 +57,7 @@ typedef struct build {
     ivec rpool, fpool;        /* recipes and frontiers of all candidates */
     tcand *tc;
     int32_t ntc, captc;
+    uint8_t *largest;         /* ndrop: the group is its value's largest gap (the earlier of equals) */
 } build;
 
 void mp_rspace_free(mp_rspace *sp)
@@ -184,40 +186,99 @@ static int count_base(build *b, mp_err *err)
     return 0;
 }
 
-/* pass 3: the droppable values, in producer order, with their largest gap a_v < b_v between events */
-static void find_gaps(build *b)
+typedef struct gap {
+    int32_t len, start;
+} gap;
+
+static int cmp_gap_size(const void *a, const void *b) /* larger first, then earlier */
+{
+    const gap *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+static int cmp_gap_start(const void *a, const void *b)
+{
+    const gap *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/* pass 3: the groups. For each droppable value, in producer order, its
+ * max_gaps largest gaps of length >= 2 between consecutive events of
+ * {p_v} and its uses (ties: the earlier), laid out by position. */
+static int find_gaps(build *b, mp_err *err)
 {
     const mp_rgraph *rg = b->rg;
     mp_rspace *sp = b->sp;
-    int64_t maxb = 0;
-    for (int32_t v = 0; v < rg->nvalues; v++) {
-        sp->gap_start[v] = sp->gap_end[v] = sp->drop_index[v] = -1;
-        int32_t p = rg->producer[v];
+    int32_t nv = rg->nvalues, G = b->o.max_gaps;
+    int64_t maxb = 0, cap = 0;
+    uint8_t *ok = calloc((size_t)nv + 1, 1);
+    gap *gs = malloc(((size_t)rg->nnodes + 1) * sizeof *gs); /* one value's gaps */
+    int32_t *ev = malloc(((size_t)rg->nnodes + 2) * sizeof *ev); /* its events */
+    int rc = -1;
+    if (!ok || !gs || !ev) goto oom;
+    for (int32_t v = 0; v < nv; v++) {
+        sp->drop_index[v] = -1;
+        int32_t p = rg->producer[v], prev = p, big = 0;
         if (p < 0 || !flag(rg->recomputable, p) || flag(rg->pinned, v) || flag(rg->keep_to_end, v) ||
             rg->bytes[v] <= 0)
             continue;
-        int32_t prev = p, a = -1, bb = -1;
         for (int32_t k = b->use_off[v]; k < b->use_off[v + 1]; k++) {
-            int32_t u = b->use[k];
-            if (u - prev > bb - a) a = prev, bb = u;
-            prev = u;
+            big += b->use[k] - prev >= 2;
+            prev = b->use[k];
         }
-        if (a < 0 || bb - a < 2) continue;
-        sp->gap_start[v] = a, sp->gap_end[v] = bb;
+        if (!big) continue;
+        ok[v] = 1;
+        cap += big < G ? big : G;
         if (rg->bytes[v] > maxb) maxb = rg->bytes[v];
     }
+    sp->drop = malloc(((size_t)cap + 1) * sizeof *sp->drop);
+    sp->gap_start = malloc(((size_t)cap + 1) * sizeof *sp->gap_start);
+    sp->gap_end = malloc(((size_t)cap + 1) * sizeof *sp->gap_end);
+    sp->cand_off = malloc(((size_t)cap + 2) * sizeof *sp->cand_off);
+    b->largest = calloc((size_t)cap + 1, 1);
+    if (!sp->drop || !sp->gap_start || !sp->gap_end || !sp->cand_off || !b->largest) goto oom;
     double floor_bytes = b->o.min_fraction * (double)maxb;
     for (int32_t u = 0; u < rg->nnodes; u++)
         for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1]; k++) {
-            int32_t v = rg->out[k];
-            if (sp->gap_start[v] < 0) continue;
-            if ((double)rg->bytes[v] < floor_bytes) {
-                sp->gap_start[v] = sp->gap_end[v] = -1;
-                continue;
+            int32_t v = rg->out[k], ne = 0, ng = 0;
+            if (!ok[v] || (double)rg->bytes[v] < floor_bytes) continue;
+            ev[ne++] = u;
+            for (int32_t j = b->use_off[v]; j < b->use_off[v + 1]; j++) ev[ne++] = b->use[j];
+            for (int32_t e = 0; e + 1 < ne; e++)
+                if (ev[e + 1] - ev[e] >= 2) gs[ng++] = (gap){ev[e + 1] - ev[e], ev[e]};
+            if (ng > G) { /* the G largest, then back in position order */
+                qsort(gs, (size_t)ng, sizeof *gs, cmp_gap_size);
+                ng = G;
+                qsort(gs, (size_t)ng, sizeof *gs, cmp_gap_start);
             }
+            int32_t big = 0;
+            for (int32_t g = 1; g < ng; g++) big = gs[g].len > gs[big].len ? g : big;
+            b->largest[sp->ndrop + big] = 1;
             sp->drop_index[v] = sp->ndrop;
-            sp->drop[sp->ndrop++] = v;
+            for (int32_t g = 0; g < ng; g++) {
+                sp->drop[sp->ndrop] = v;
+                sp->gap_start[sp->ndrop] = gs[g].start, sp->gap_end[sp->ndrop] = gs[g].start + gs[g].len;
+                sp->ndrop++;
+            }
         }
+    rc = 0;
+    goto done;
+oom:
+    mp_fail(err, "out of memory building the remat space");
+done:
+    free(ok);
+    free(gs);
+    free(ev);
+    return rc;
+}
+
+int32_t mp_rspace_group(const mp_rspace *sp, int32_t v, int32_t q)
+{
+    if (v < 0 || v >= sp->rg->nvalues) return -1;
+    for (int32_t i = sp->drop_index[v]; i >= 0 && i < sp->ndrop && sp->drop[i] == v; i++)
+        if (sp->gap_start[i] < q && q <= sp->gap_end[i]) return i;
+    return -1;
 }
 
 /* A value alive at step q in the store-everything order (produced before q, needed at q or later). */
@@ -242,7 +303,7 @@ static bool make_recipe(build *b, int32_t w, int32_t q)
             int32_t x = rg->in[k], px = rg->producer[x];
             if (px < 0) continue;
             if (live_at(sp, x, q)) { /* the frontier: a plan constraint when x may be away at q */
-                if (sp->drop_index[x] >= 0 && sp->gap_start[x] < q && q <= sp->gap_end[x] && b->val_mark[x] != s) {
+                if (b->val_mark[x] != s && mp_rspace_group(sp, x, q) >= 0) {
                     b->val_mark[x] = s;
                     if (!ivec_push(&b->front, x)) return false;
                 }
@@ -303,7 +364,7 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q)
     return peak;
 }
 
-static int add_cand(build *b, int32_t w, int32_t q, mp_err *err)
+static int add_cand(build *b, int32_t w, int32_t q, int32_t group, mp_err *err)
 {
     if (b->ntc == b->captc) {
         int32_t cap = b->captc ? 2 * b->captc : 64;
@@ -313,7 +374,7 @@ static int add_cand(build *b, int32_t w, int32_t q, mp_err *err)
         b->captc = cap;
     }
     tcand *c = &b->tc[b->ntc++];
-    *c = (tcand){.value = w, .step = q, .nrecipe = b->rec.n, .roff = b->rpool.n, .nfront = b->front.n,
+    *c = (tcand){.value = w, .step = q, .group = group, .nrecipe = b->rec.n, .roff = b->rpool.n, .nfront = b->front.n,
                  .foff = b->fpool.n, .peak = recipe_peak(b, w, q)};
     for (int32_t i = 0; i < b->rec.n; i++) {
         c->cost += b->rg->cost ? b->rg->cost[b->rec.a[i]] : 0;
@@ -324,22 +385,28 @@ static int add_cand(build *b, int32_t w, int32_t q, mp_err *err)
     return 0;
 }
 
-/* pass 4: candidates, latest producer first. Q(w) starts as {b_w}; each
- * recipe of w at q adds q to Q(v) of its droppable frontier inputs v that
- * could come back at q, so a run of dropped values can return in one phase. */
+/* pass 4: candidates, latest group first. Q(g) starts as {b_g}; each recipe
+ * of w at q adds q to Q(g') of the group g' of each frontier input holding q
+ * (when it could come back at q), so a run of dropped values can return in
+ * one phase. g' belongs to an earlier producer, so it is still to come.
+ * Steps are primary when they come from b_g or from primary steps of largest
+ * gaps: exactly the steps of the one-gap space (max_gaps = 1). The cap keeps
+ * b_g, then the latest primary steps, then the latest others, so the space
+ * holds every plan of the one-gap space. Q holds 2 q + (1 when secondary). */
 static int find_candidates(build *b, mp_err *err)
 {
     mp_rspace *sp = b->sp;
     int32_t nd = sp->ndrop, maxc = b->o.max_candidates;
     ivec *Q = calloc((size_t)nd + 1, sizeof *Q);
     int32_t *first = malloc(((size_t)nd + 1) * sizeof *first), *count = calloc((size_t)nd + 1, sizeof *count);
+    uint8_t *take = malloc((size_t)b->rg->nnodes + 1);
     int rc = -1;
-    if (!Q || !first || !count) {
+    if (!Q || !first || !count || !take) {
         mp_fail(err, "out of memory building the remat space");
         goto done;
     }
     for (int32_t i = 0; i < nd; i++)
-        if (!ivec_push(&Q[i], sp->gap_end[sp->drop[i]])) {
+        if (!ivec_push(&Q[i], 2 * sp->gap_end[i])) {
             mp_fail(err, "out of memory building the remat space");
             goto done;
         }
@@ -347,19 +414,22 @@ static int find_candidates(build *b, mp_err *err)
         int32_t w = sp->drop[i];
         ivec *q = &Q[i];
         qsort(q->a, (size_t)q->n, sizeof *q->a, cmp_i32);
-        int32_t n = 0;
-        for (int32_t k = 0; k < q->n; k++)
-            if (!n || q->a[n - 1] != q->a[k]) q->a[n++] = q->a[k];
-        int32_t lo = n > maxc ? n - maxc : 0; /* b_w is the largest: keep it and the latest others */
+        int32_t n = 0, left = maxc;
+        for (int32_t k = 0; k < q->n; k++) /* one entry per step, primary if any is */
+            if (!n || q->a[n - 1] >> 1 != q->a[k] >> 1) q->a[n++] = q->a[k];
+        for (int32_t k = n - 1; k >= 0; k--) /* b_g (primary, the latest) and the latest primary steps */
+            if ((take[k] = left > 0 && !(q->a[k] & 1))) left--;
+        for (int32_t k = n - 1; k >= 0 && left > 0; k--)
+            if (!take[k]) take[k] = 1, left--;
         first[i] = b->ntc;
-        for (int32_t k = lo; k < n; k++) {
-            int32_t step = q->a[k];
-            if (!make_recipe(b, w, step)) continue;
-            if (add_cand(b, w, step, err)) goto done;
+        for (int32_t k = 0; k < n; k++) {
+            int32_t step = q->a[k] >> 1, sec = !b->largest[i] || (q->a[k] & 1);
+            if (!take[k] || !make_recipe(b, w, step)) continue;
+            if (add_cand(b, w, step, i, err)) goto done;
             count[i]++;
             for (int32_t f = 0; f < b->front.n; f++) {
-                int32_t v = b->front.a[f];
-                if (sp->gap_start[v] + 2 <= step && step < sp->gap_end[v] && !ivec_push(&Q[sp->drop_index[v]], step)) {
+                int32_t g = mp_rspace_group(sp, b->front.a[f], step);
+                if (sp->gap_start[g] + 2 <= step && step < sp->gap_end[g] && !ivec_push(&Q[g], 2 * step + sec)) {
                     mp_fail(err, "out of memory building the remat space");
                     goto done;
                 }
@@ -382,7 +452,7 @@ static int find_candidates(build *b, mp_err *err)
         for (int32_t k = first[i]; k < first[i] + count[i]; k++) {
             const tcand *t = &b->tc[k];
             mp_rcand *c = &sp->cand[nc++];
-            *c = (mp_rcand){.value = t->value, .step = t->step, .nrecipe = t->nrecipe, .recipe = rp + nr,
+            *c = (mp_rcand){.value = t->value, .step = t->step, .group = t->group, .nrecipe = t->nrecipe, .recipe = rp + nr,
                             .cost = t->cost, .recipe_peak = t->peak, .nfront = t->nfront, .front = fp + nf};
             memcpy(rp + nr, b->rpool.a + t->roff, (size_t)t->nrecipe * sizeof *rp);
             if (t->nfront) memcpy(fp + nf, b->fpool.a + t->foff, (size_t)t->nfront * sizeof *fp);
@@ -398,6 +468,7 @@ done:
     free(Q);
     free(first);
     free(count);
+    free(take);
     return rc;
 }
 
@@ -408,28 +479,24 @@ int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp,
     build b = {.rg = rg, .sp = sp, .o = o ? *o : mp_rspace_defaults()};
     if (b.o.max_candidates < 1) b.o.max_candidates = 1;
     if (b.o.max_recipe < 1) b.o.max_recipe = 1;
+    if (b.o.max_gaps < 1) b.o.max_gaps = 1;
     sp->rg = rg;
     size_t nv = (size_t)rg->nvalues + 1, nn = (size_t)rg->nnodes + 1;
     sp->first_use = malloc(nv * sizeof *sp->first_use);
     sp->last_use = malloc(nv * sizeof *sp->last_use);
     sp->base_live = malloc(nn * sizeof *sp->base_live);
     sp->base_between = malloc(nn * sizeof *sp->base_between);
-    sp->drop = malloc(nv * sizeof *sp->drop);
-    sp->gap_start = malloc(nv * sizeof *sp->gap_start);
-    sp->gap_end = malloc(nv * sizeof *sp->gap_end);
     sp->drop_index = malloc(nv * sizeof *sp->drop_index);
-    sp->cand_off = malloc(nv * sizeof *sp->cand_off);
     b.node_mark = calloc(nn, sizeof *b.node_mark);
     b.val_mark = calloc(nv, sizeof *b.val_mark);
     b.dead_last = calloc(nv, sizeof *b.dead_last);
     int rc = -1;
-    if (!sp->first_use || !sp->last_use || !sp->base_live || !sp->base_between || !sp->drop || !sp->gap_start ||
-        !sp->gap_end || !sp->drop_index || !sp->cand_off || !b.node_mark || !b.val_mark || !b.dead_last) {
+    if (!sp->first_use || !sp->last_use || !sp->base_live || !sp->base_between || !sp->drop_index || !b.node_mark ||
+        !b.val_mark || !b.dead_last) {
         mp_fail(err, "out of memory building the remat space");
         goto done;
     }
-    if (find_uses(&b, err) || count_base(&b, err)) goto done;
-    find_gaps(&b);
+    if (find_uses(&b, err) || count_base(&b, err) || find_gaps(&b, err)) goto done;
     if (find_candidates(&b, err)) goto done;
     rc = 0;
 done:
@@ -443,6 +510,7 @@ done:
     free(b.rpool.a);
     free(b.fpool.a);
     free(b.tc);
+    free(b.largest);
     if (rc) mp_rspace_free(sp);
     return rc;
 }

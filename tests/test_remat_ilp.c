@@ -4,7 +4,11 @@
  * choice vector (keep, or one candidate per droppable value) is emitted and
  * recounted by mp_rsched_count; the ILP must reach the oracle's least cost at
  * every budget, mp_remat_min_peak its least peak, and the model's peak must
- * equal the recount. Plus a hand-counted chain and an impossible budget.
+ * equal the recount. Choices are per group (a value and one of its gaps), so
+ * a value may come back once per dropped gap; every plan with one gap per
+ * value is one of them, and some budgets are strictly cheaper. Plus a
+ * hand-counted chain, an impossible budget, and a value that must go in two
+ * gaps.
  *
  * MP_ILP_SCALE=1 build-NAME/tests/test_remat_ilp prints a 10,000-node scaling
  * run (not a timed test). */
@@ -144,7 +148,8 @@ static uint32_t rnd(uint32_t n)
 
 /* A training-like DAG: resident parameters, a forward chain with random skip
  * reads and an occasional second output, a loss, and a backward pass reading
- * the forward values in reverse order (so they have gaps). */
+ * the forward values in reverse order (so they have gaps), some of them
+ * again at a later backward node (so they have several gaps). */
 static void random_graph(uint64_t seed, tgraph *g)
 {
     memset(g, 0, sizeof *g);
@@ -165,6 +170,7 @@ static void random_graph(uint64_t seed, tgraph *g)
         in[nin++] = grad;
         if (rnd(10) < 8) in[nin++] = fwd[i];
         if (i > 0 && rnd(10) < 3) in[nin++] = fwd[i - 1];
+        if (i + 2 < F && rnd(10) < 3) in[nin++] = fwd[i + 2 + rnd((uint32_t)(F - i - 2))]; /* read again, later */
         grad = tg_node(g, in, nin, 1 + rnd(100), 1 + rnd(10), false);
         if (rnd(100) < 20) g->keep[tg_value(g, g->nn - 1, 1 + rnd(10))] = 1; /* a parameter's gradient */
     }
@@ -286,7 +292,7 @@ static double solve_checked(const mp_rgraph *rg, const mp_rspace *sp, int64_t bu
 
 START_TEST(oracle)
 {
-    int32_t tested = 0, budgets = 0, with_drops = 0, nontrivial = 0;
+    int32_t tested = 0, budgets = 0, with_drops = 0, nontrivial = 0, several = 0, cheaper = 0;
     for (uint64_t seed = 1; tested < 250; seed++) {
         ck_assert_msg(seed < 2000, "too few instances small enough to enumerate");
         tgraph tg;
@@ -306,6 +312,26 @@ START_TEST(oracle)
         }
         tested++;
         with_drops += sp.ndrop > 0;
+        /* the space of one gap per value (the largest), as before groups: every plan of it is one here */
+        mp_rspace_opts o1 = mp_rspace_defaults();
+        o1.max_gaps = 1;
+        mp_rspace sp1;
+        ck_assert_msg(!mp_rspace_build(&rg, &o1, &sp1, &err), "%s", err.msg);
+        outcome *oc1 = NULL;
+        int32_t n1 = enumerate(&rg, &sp1, &oc1, 4000);
+        ck_assert_int_ge(n1, 1);
+        ck_assert_int_le(sp1.ndrop, sp.ndrop);
+        for (int32_t k = 0; k < sp1.ncand; k++) { /* the same candidate, in the group of the same gap */
+            const mp_rcand *c1 = &sp1.cand[k];
+            int32_t g = mp_rspace_group(&sp, c1->value, c1->step), j = g < 0 ? sp.cand_off[sp.ndrop] : sp.cand_off[g];
+            while (j < sp.cand_off[g + 1] && sp.cand[j].step != c1->step) j++;
+            ck_assert_msg(g >= 0 && j < sp.cand_off[g + 1], "seed %llu: candidate %d of the one-gap space is missing",
+                          (unsigned long long)seed, k);
+            ck_assert(sp.gap_start[g] == sp1.gap_start[c1->group] && sp.gap_end[g] == sp1.gap_end[c1->group]);
+            ck_assert(sp.cand[j].nrecipe == c1->nrecipe && sp.cand[j].cost == c1->cost);
+        }
+        for (int32_t v = 0; v < rg.nvalues; v++) several += sp.drop_index[v] >= 0 && sp.drop_index[v] + 1 < sp.ndrop &&
+                                                            sp.drop[sp.drop_index[v] + 1] == v;
         int64_t minp = INT64_MAX;
         for (int32_t k = 0; k < n; k++)
             if (oc[k].peak < minp) minp = oc[k].peak;
@@ -344,17 +370,26 @@ START_TEST(oracle)
                           (unsigned long long)seed, (long long)b[k], obj, want);
             if (b[k] < minp) ck_assert_int_eq(info.status, MP_RSOLVE_INFEASIBLE);
             ck_assert(obj <= prev); /* monotone */
+            double single = oracle_cost(oc1, n1, b[k]);
+            ck_assert_msg(want <= single, "seed %llu budget %lld: groups %g, one gap %g", (unsigned long long)seed,
+                          (long long)b[k], want, single);
+            cheaper += want < single;
             prev = obj;
             budgets++;
             nontrivial += want > 0 && isfinite(want);
         }
         free(oc);
+        free(oc1);
+        mp_rspace_free(&sp1);
         mp_rspace_free(&sp);
         rgraph_release(&rg);
         tg_free(&tg);
     }
-    printf("oracle: %d instances (%d with droppable values), %d budgets, %d with a recompute cost\n", tested,
-           with_drops, budgets, nontrivial);
+    printf("oracle: %d instances (%d with droppable values), %d budgets, %d with a recompute cost; %d values with "
+           "several gaps, %d budgets cheaper than with one gap per value\n", tested, with_drops, budgets, nontrivial,
+           several, cheaper);
+    ck_assert_int_ge(several, 50);
+    ck_assert_int_ge(cheaper, 1);
     ck_assert_int_ge(with_drops, 150);
     ck_assert_int_ge(nontrivial, 200);
 }
@@ -393,11 +428,12 @@ START_TEST(chain)
     ck_assert_int_eq(sp.base_peak, 32);
     ck_assert_int_eq(sp.ndrop, 2);
     ck_assert(sp.drop[0] == a && sp.drop[1] == b);
-    ck_assert(sp.gap_start[a] == 1 && sp.gap_end[a] == 6 && sp.gap_start[b] == 2 && sp.gap_end[b] == 5);
-    ck_assert_int_eq(sp.gap_start[c], -1);
+    ck_assert(sp.drop_index[a] == 0 && sp.drop_index[b] == 1 && sp.drop_index[c] == -1);
+    ck_assert(sp.gap_start[0] == 1 && sp.gap_end[0] == 6 && sp.gap_start[1] == 2 && sp.gap_end[1] == 5);
     ck_assert_int_eq(sp.ncand, 3);
     ck_assert(sp.cand[0].value == a && sp.cand[0].step == 5 && sp.cand[1].value == a && sp.cand[1].step == 6);
     const mp_rcand *cb = &sp.cand[2];
+    ck_assert(sp.cand[0].group == 0 && sp.cand[1].group == 0 && cb->group == 1);
     ck_assert(cb->value == b && cb->step == 5 && cb->nrecipe == 1 && cb->recipe[0] == 1 && cb->cost == 2);
     ck_assert(cb->nfront == 1 && cb->front[0] == a && cb->recipe_peak == 10);
 
@@ -439,6 +475,88 @@ START_TEST(chain)
     ck_assert_int_eq(info.status, MP_RSOLVE_INFEASIBLE);
     mp_rplan_free(&p);
     mp_rspace_free(&sp);
+    rgraph_release(&rg);
+    tg_free(&tg);
+}
+END_TEST
+
+/* A value read in the forward and at two backward nodes, with a memory peak
+ * in each of its two long gaps: only dropping it in both gaps helps both.
+ * Steps 0..8 = f0 fz f1 f2 g3 u4 f5 g6 u7:
+ *   f0 -> A (100 B, cost 1), fz -> Z (60 B, cost 10), f1(A, Z) -> x1 (1),
+ *   f2(x1) -> X2 (200), g3(X2) -> y3 (1), u4(A, y3) -> y4 (1),
+ *   f5(y4) -> X5 (200), g6(X5) -> y6 (1), u7(A, Z, y6) -> out (1, kept).
+ * Store everything: live 100 160 161 361 361 162 361 361 162. A's gaps are
+ * 0..2, 2..5, 5..8 (groups 0, 1, 2), Z's 2..8 (group 3). At 301: dropping
+ * A in 2..5 and 5..8 costs 2 (peak 261); with one gap per value A goes away
+ * only in 2..5 and Z must go (cost 10). Least peaks: 201 and 301. */
+START_TEST(multigap)
+{
+    tgraph tg;
+    memset(&tg, 0, sizeof tg);
+    int32_t A = tg_node(&tg, NULL, 0, 100, 1, true);
+    int32_t Z = tg_node(&tg, NULL, 0, 60, 10, true);
+    int32_t in[3] = {A, Z, 0};
+    int32_t x = tg_node(&tg, in, 2, 1, 1, true);
+    x = tg_node(&tg, &x, 1, 200, 1, true);
+    x = tg_node(&tg, &x, 1, 1, 1, false);
+    int32_t in4[2] = {A, x};
+    x = tg_node(&tg, in4, 2, 1, 1, false);
+    x = tg_node(&tg, &x, 1, 200, 1, false);
+    x = tg_node(&tg, &x, 1, 1, 1, false);
+    int32_t in7[3] = {A, Z, x};
+    tg.keep[tg_node(&tg, in7, 3, 1, 1, false)] = 1;
+    mp_rgraph rg;
+    to_rgraph(&tg, &rg);
+    mp_rspace sp, sp1;
+    mp_err err = {""};
+    mp_rspace_opts o1 = mp_rspace_defaults();
+    o1.max_gaps = 1;
+    ck_assert_msg(!mp_rspace_build(&rg, NULL, &sp, &err), "%s", err.msg);
+    ck_assert_msg(!mp_rspace_build(&rg, &o1, &sp1, &err), "%s", err.msg);
+    const int64_t live[9] = {100, 160, 161, 361, 361, 162, 361, 361, 162};
+    for (int t = 0; t < 9; t++) ck_assert_int_eq(sp.base_live[t], live[t]);
+    ck_assert_int_eq(sp.ndrop, 4);
+    ck_assert(sp.drop_index[A] == 0 && sp.drop_index[Z] == 3);
+    const int32_t gs[4] = {0, 2, 5, 2}, ge[4] = {2, 5, 8, 8};
+    for (int i = 0; i < 4; i++) {
+        ck_assert(sp.drop[i] == (i < 3 ? A : Z) && sp.gap_start[i] == gs[i] && sp.gap_end[i] == ge[i]);
+        ck_assert_int_eq(sp.cand_off[i + 1] - sp.cand_off[i], 1); /* back at the gap's end */
+        ck_assert(sp.cand[sp.cand_off[i]].group == i && sp.cand[sp.cand_off[i]].step == ge[i]);
+    }
+    ck_assert(mp_rspace_group(&sp, A, 0) == -1 && mp_rspace_group(&sp, A, 1) == 0 && mp_rspace_group(&sp, A, 5) == 1);
+    ck_assert(mp_rspace_group(&sp, A, 6) == 2 && mp_rspace_group(&sp, A, 9) == -1 && mp_rspace_group(&sp, x, 3) == -1);
+    ck_assert(sp1.ndrop == 2 && sp1.gap_start[0] == 2 && sp1.gap_end[0] == 5); /* the earlier of two largest */
+
+    mp_rsolve_info info;
+    ck_assert_double_eq(solve_checked(&rg, &sp, 301, &info), 2);
+    ck_assert_int_eq(info.model_peak, 261);
+    ck_assert_double_eq(solve_checked(&rg, &sp1, 301, &info), 10);
+    ck_assert_int_eq(info.model_peak, 301);
+    mp_rplan p;
+    mp_rsolve_opts o = mp_rsolve_defaults();
+    ck_assert(!mp_remat_solve(&sp, 301, &o, &p, &info, &err));
+    mp_rsched s;
+    ck_assert(!mp_rplan_emit(&sp, &p, &s, &err));
+    const int32_t order[11] = {0, 1, 2, 3, 4, 0, 5, 6, 7, 0, 8}; /* A made three times */
+    ck_assert_int_eq(s.n, 11);
+    for (int k = 0; k < 11; k++) ck_assert_int_eq(s.node[k], order[k]);
+    ck_assert(s.recompute[5] && s.recompute[9] && !s.recompute[6]);
+    mp_rcount c;
+    ck_assert(!mp_rsched_count(&rg, &s, &c, &err));
+    ck_assert(c.peak_bytes == 261 && c.recompute_cost == 2);
+    mp_rsched_free(&s);
+    mp_rplan_free(&p);
+
+    int64_t peak;
+    ck_assert(!mp_remat_min_peak(&sp, &o, &peak, &p, &err));
+    ck_assert_int_eq(peak, 201);
+    mp_rplan_free(&p);
+    ck_assert(!mp_remat_min_peak(&sp1, &o, &peak, &p, &err));
+    ck_assert_int_eq(peak, 301);
+    mp_rplan_free(&p);
+    mp_rspace_free(&sp);
+    mp_rspace_free(&sp1);
     rgraph_release(&rg);
     tg_free(&tg);
 }
@@ -488,11 +606,14 @@ START_TEST(scaling)
     to_rgraph(&tg, &rg);
     mp_rspace sp;
     mp_err err = {""};
+    mp_rspace_opts so = mp_rspace_defaults();
+    if (getenv("MP_ILP_GAPS")) so.max_gaps = atoi(getenv("MP_ILP_GAPS"));
+    if (getenv("MP_ILP_CANDS")) so.max_candidates = atoi(getenv("MP_ILP_CANDS"));
     double t0 = seconds();
-    ck_assert_msg(!mp_rspace_build(&rg, NULL, &sp, &err), "%s", err.msg);
+    ck_assert_msg(!mp_rspace_build(&rg, &so, &sp, &err), "%s", err.msg);
     double t1 = seconds();
-    printf("scaling: %d nodes, %d values, %d droppable, %d candidates; space built in %.3f s\n", rg.nnodes,
-           rg.nvalues, sp.ndrop, sp.ncand, t1 - t0);
+    printf("scaling: %d nodes, %d values, %d groups (at most %d per value), %d candidates; space built in %.3f s\n",
+           rg.nnodes, rg.nvalues, sp.ndrop, so.max_gaps, sp.ncand, t1 - t0);
     const char *tl = getenv("MP_ILP_TIME");
     mp_rsolve_opts o = mp_rsolve_defaults();
     o.time_limit = tl ? atof(tl) : 10;
@@ -541,6 +662,7 @@ int main(void)
         tcase_add_test(tc, scaling);
     } else {
         tcase_add_test(tc, chain);
+        tcase_add_test(tc, multigap);
         tcase_add_test(tc, oracle);
     }
     suite_add_tcase(s, tc);
