@@ -120,25 +120,6 @@ static void to_rgraph(const tgraph *g, mp_rgraph *rg)
     }
 }
 
-/* mp_rgraph_free's job, kept here so this test needs only the solver's files. */
-static void rgraph_release(mp_rgraph *rg)
-{
-    for (int32_t i = 0; rg->node_name && i < rg->nnodes; i++) free(rg->node_name[i]);
-    free(rg->node_name);
-    free(rg->cost);
-    free(rg->recomputable);
-    free(rg->in_off);
-    free(rg->in);
-    free(rg->out_off);
-    free(rg->out);
-    free(rg->bytes);
-    free(rg->producer);
-    free(rg->keep_to_end);
-    free(rg->pinned);
-    free(rg->value_id);
-    memset(rg, 0, sizeof *rg);
-}
-
 static uint64_t rng;
 static uint32_t rnd(uint32_t n)
 {
@@ -306,7 +287,7 @@ START_TEST(oracle)
         int32_t n = enumerate(&rg, &sp, &oc, 4000);
         if (n < 0) {
             mp_rspace_free(&sp);
-            rgraph_release(&rg);
+            mp_rgraph_free(&rg);
             tg_free(&tg);
             continue;
         }
@@ -382,7 +363,7 @@ START_TEST(oracle)
         free(oc1);
         mp_rspace_free(&sp1);
         mp_rspace_free(&sp);
-        rgraph_release(&rg);
+        mp_rgraph_free(&rg);
         tg_free(&tg);
     }
     printf("oracle: %d instances (%d with droppable values), %d budgets, %d with a recompute cost; %d values with "
@@ -475,7 +456,7 @@ START_TEST(chain)
     ck_assert_int_eq(info.status, MP_RSOLVE_INFEASIBLE);
     mp_rplan_free(&p);
     mp_rspace_free(&sp);
-    rgraph_release(&rg);
+    mp_rgraph_free(&rg);
     tg_free(&tg);
 }
 END_TEST
@@ -557,7 +538,7 @@ START_TEST(multigap)
     mp_rplan_free(&p);
     mp_rspace_free(&sp);
     mp_rspace_free(&sp1);
-    rgraph_release(&rg);
+    mp_rgraph_free(&rg);
     tg_free(&tg);
 }
 END_TEST
@@ -648,7 +629,7 @@ START_TEST(scaling)
                100.0 * (double)peak / (double)sp.base_peak, seconds() - t0);
     mp_rplan_free(&p);
     mp_rspace_free(&sp);
-    rgraph_release(&rg);
+    mp_rgraph_free(&rg);
     tg_free(&tg);
 }
 END_TEST
