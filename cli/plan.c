@@ -439,10 +439,8 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
     p->order_from = -1;
     if (p->strategy == STRATEGY_ILP) {
         if (plan_ilp(p, &fits) || use_cheaper_baseline(p, &fits)) return MP_EXIT_USAGE;
-        if (!fits && p->ilp_failed[0]) {
-            mp_cli_model_error(p->source, p->ilp_failed);
-            return MP_EXIT_USAGE;
-        }
+        if (!fits && p->ilp_failed[0]) /* nothing found in time: say what is proven about the budget */
+            return quiet ? MP_EXIT_INFEASIBLE : report_infeasible(p, "cannot be met by any plan found within the time limit");
     } else {
         mp_rbaseline b = (mp_rbaseline)(p->strategy - 1);
         p->status = "baseline";

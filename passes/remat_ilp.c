@@ -182,6 +182,7 @@ typedef struct ilp {
     int *dcol;                /* nnodes: column of D_t, 0 where no row needs it */
     int bcol;
     double oscale;            /* objective coefficients are cost * oscale (largest 1): GLPK's tolerances are absolute */
+    double unit;              /* bytes per unit of the memory rows: a power of two keeping them near 10^4 (1 on small graphs) */
     double *heur;             /* a warm start for the callback, 1-based over all columns, or NULL */
     bool fed;
     double bound;             /* best bound seen in the search */
@@ -249,7 +250,10 @@ static int build_model(ilp *m, mp_err *err)
 {
     const mp_rspace *sp = m->sp;
     int32_t nn = sp->rg->nnodes, nc = sp->ncand;
-    double B = (double)m->budget;
+    m->unit = 1;
+    while ((double)sp->base_peak / m->unit > 1e4) m->unit *= 2;
+    const double u = m->unit;
+    double B = (double)m->budget / u;
     int32_t *coff = calloc((size_t)nn + 2, sizeof *coff), *cat = malloc(((size_t)nc + 1) * sizeof *cat);
     int32_t *next = malloc(((size_t)nn + 2) * sizeof *next), *chain = calloc((size_t)nn + 1, sizeof *chain);
     uint8_t *need = calloc((size_t)nn + 1, 1);
@@ -280,7 +284,7 @@ static int build_model(ilp *m, mp_err *err)
     if (nc) glp_add_cols(m->P, nc);
     double cmax = 0;
     for (int32_t c = 0; c < nc; c++) cmax = fmax(cmax, sp->cand[c].cost);
-    m->oscale = m->peak_mode || cmax <= 0 ? 1 : 1 / cmax;
+    m->oscale = m->peak_mode ? 1 / u : cmax <= 0 ? 1 : 1 / cmax; /* peak mode: the objective is B, in units */
     for (int32_t c = 0; c < nc; c++) {
         glp_set_col_kind(m->P, c + 1, GLP_BV);
         if (!m->peak_mode) glp_set_obj_coef(m->P, c + 1, sp->cand[c].cost * m->oscale);
@@ -289,12 +293,12 @@ static int build_model(ilp *m, mp_err *err)
         if (!need[t]) continue;
         int j = m->dcol[t] = glp_add_cols(m->P, 1);
         /* cost mode: the node row base_live[t] - D_t <= B is a bound on D_t */
-        double lb = m->peak_mode ? 0 : fmax(0, (double)sp->base_live[t] - B);
+        double lb = m->peak_mode ? 0 : fmax(0, (double)sp->base_live[t] / u - B);
         glp_set_col_bnds(m->P, j, GLP_LO, lb, 0);
     }
     if (m->peak_mode) {
         m->bcol = glp_add_cols(m->P, 1);
-        glp_set_col_bnds(m->P, m->bcol, GLP_LO, (double)m->floor, 0);
+        glp_set_col_bnds(m->P, m->bcol, GLP_LO, (double)m->floor / u, 0);
         glp_set_obj_coef(m->P, m->bcol, 1);
     }
 
@@ -333,14 +337,14 @@ static int build_model(ilp *m, mp_err *err)
     for (int32_t c = 0; c < nc; c++) {
         int32_t ka = next[sp->gap_start[sp->cand[c].group] + 1], ks = next[sp->cand[c].step];
         if (ka == ks) continue; /* away and back between the same two needed steps */
-        double b = (double)vbytes(sp, c);
+        double b = (double)vbytes(sp, c) / u;
         if ((ka >= 0 && put(m, chain[ka], c + 1, -b)) || (ks >= 0 && put(m, chain[ks], c + 1, b))) goto oom;
     }
     /* node rows (peak mode; in cost mode they are the bounds on D_t) */
     if (m->peak_mode)
         for (int32_t t = 0; t < nn; t++) {
             if (!need[t] || sp->base_live[t] <= m->floor) continue;
-            int r = new_row(m, GLP_UP, 0, -(double)sp->base_live[t]);
+            int r = new_row(m, GLP_UP, 0, -(double)sp->base_live[t] / u);
             if (put(m, r, m->dcol[t], -1) || put(m, r, m->bcol, -1)) goto oom;
         }
     /* phase rows: before node q, the j-th recipe at q runs while the later ones' values are still away */
@@ -351,12 +355,12 @@ static int build_model(ilp *m, mp_err *err)
             /* the later values still away only lower it: when its recipe adds
              * no more than node q's own outputs, node row q covers it */
             if (sp->base_between[q] + sp->cand[c].recipe_peak - vbytes(sp, c) <= sp->base_live[q]) continue;
-            double ub = (m->peak_mode ? 0 : B) - (double)sp->base_between[q];
+            double ub = (m->peak_mode ? 0 : B) - (double)sp->base_between[q] / u;
             int r = new_row(m, GLP_UP, 0, ub);
-            if (put(m, r, m->dcol[q], -1) || put(m, r, c + 1, (double)(sp->cand[c].recipe_peak - vbytes(sp, c))))
+            if (put(m, r, m->dcol[q], -1) || put(m, r, c + 1, (double)(sp->cand[c].recipe_peak - vbytes(sp, c)) / u))
                 goto oom;
             for (int32_t k = j + 1; k < coff[q + 1]; k++)
-                if (put(m, r, cat[k] + 1, -(double)vbytes(sp, cat[k]))) goto oom;
+                if (put(m, r, cat[k] + 1, -(double)vbytes(sp, cat[k]) / u)) goto oom;
             if (m->peak_mode && put(m, r, m->bcol, -1)) goto oom;
         }
     glp_load_matrix(m->P, m->nz, m->ia, m->ja, m->ar);
@@ -391,9 +395,9 @@ static int plan_columns(const ilp *m, const int32_t *choice, int64_t peak, doubl
     int64_t away = 0;
     for (int32_t t = 0; t < nn; t++) {
         away += delta[t];
-        if (m->dcol[t]) x[m->dcol[t]] = (double)away;
+        if (m->dcol[t]) x[m->dcol[t]] = (double)away / m->unit;
     }
-    if (m->bcol) x[m->bcol] = (double)peak;
+    if (m->bcol) x[m->bcol] = (double)peak / m->unit;
     free(delta);
     return 0;
 }
@@ -491,7 +495,7 @@ typedef struct solve_out {
 static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool feasible_only, const int32_t *warm,
                       int64_t warm_peak, double deadline, bool progress, int32_t *choice, solve_out *out, mp_err *err)
 {
-    ilp m = {.sp = sp, .budget = budget, .peak_mode = peak_mode, .bound = -INFINITY, .oscale = 1};
+    ilp m = {.sp = sp, .budget = budget, .peak_mode = peak_mode, .bound = -INFINITY, .oscale = 1, .unit = 1};
     memset(out, 0, sizeof *out);
     glp_term_out(progress ? GLP_ON : GLP_OFF);
     if (progress) glp_term_hook(to_stderr, NULL);
@@ -554,7 +558,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         int32_t *rp = malloc(((size_t)sp->ndrop + 1) * sizeof *rp);
         int32_t *best = malloc(((size_t)sp->ndrop + 1) * sizeof *best);
         /* peak mode: aim at the LP's B, and a lower peak is better */
-        int64_t target = peak_mode ? (int64_t)glp_get_obj_val(m.P) : budget;
+        int64_t target = peak_mode ? (int64_t)(glp_get_obj_val(m.P) / m.oscale) : budget;
         double best_cost = !warm ? INFINITY : peak_mode ? (double)warm_peak : plan_cost(sp, warm);
         int64_t rpk, best_peak = 0;
         bool better = false;
