@@ -896,36 +896,12 @@ int mp_cpu_PadGrad(const mp_kargs *k, mp_err *err)
         begin[a] = raw[i], end[a] = raw[na + i];
     }
     const char *mode = mp_attr_str(k->node, "mode", "constant");
-    enum { CONSTANT, REFLECT, EDGE, WRAP } m;
-    if (!strcmp(mode, "constant")) m = CONSTANT;
-    else if (!strcmp(mode, "reflect")) m = REFLECT;
-    else if (!strcmp(mode, "edge")) m = EDGE;
-    else if (!strcmp(mode, "wrap")) m = WRAP;
-    else return mp_fail(err, "unknown mode '%s'", mode);
-    /* per axis, the input index of each output index (-1: the fill) */
-    int64_t total = 0, base[MP_MAX_RANK];
-    for (int a = 0; a < r; a++) {
+    for (int a = 0; a < r; a++)
         if (dy->dims[a] - dx->dims[a] != begin[a] + end[a]) return mp_fail(err, "dY's dim %d disagrees with the pads", a);
-        if (m != CONSTANT && dx->dims[a] == 0 && dy->dims[a] > 0) return mp_fail(err, "mode %s cannot pad an empty axis", mode);
-        base[a] = total, total += dy->dims[a];
-    }
-    int64_t *map = mp_scratch_array(k->scratch, total ? total : 1, sizeof *map);
-    double *acc = map ? zeros(k, dx->numel, err) : NULL;
-    if (!acc) return map ? -1 : mp_fail(err, "out of scratch memory");
-    for (int a = 0; a < r; a++) {
-        int64_t d = dx->dims[a], per = 2 * (d - 1);
-        for (int64_t o = 0; o < dy->dims[a]; o++) {
-            int64_t j = o - begin[a];
-            if (j < 0 || j >= d) {
-                if (m == CONSTANT) j = -1;
-                else if (m == EDGE) j = j < 0 ? 0 : d - 1;
-                else if (m == WRAP) j = (j % d + d) % d;
-                else if (d == 1) j = 0;
-                else j = (j % per + per) % per, j = j >= d ? per - j : j;
-            }
-            map[base[a] + o] = j;
-        }
-    }
+    int64_t *map, base[MP_MAX_RANK];
+    if (mp_pad_index_map(k, mode, r, dx->dims, dy->dims, begin, &map, base, err)) return -1;
+    double *acc = zeros(k, dx->numel, err);
+    if (!acc) return -1;
     int64_t xs[MP_MAX_RANK], idx[MP_MAX_RANK] = {0};
     mp_strides(r, dx->dims, xs);
     for (int64_t o = 0; o < dy->numel; o++, next_index(idx, dy->dims, r)) {

@@ -285,40 +285,10 @@ int mp_cpu_Pad(const mp_kargs *k, mp_err *err)
         pads[a] = raw[i];
         pads[r + a] = raw[n_ax + i];
     }
-    enum { CONSTANT, REFLECT, EDGE, WRAP } m;
-    if (!strcmp(mode, "constant")) m = CONSTANT;
-    else if (!strcmp(mode, "reflect")) m = REFLECT;
-    else if (!strcmp(mode, "edge")) m = EDGE;
-    else if (!strcmp(mode, "wrap")) m = WRAP;
-    else return mp_fail(err, "unknown mode '%s'", mode);
-    /* Per axis, the source index of each output index (-1: the pad value). */
-    int64_t total = 0, base[MP_MAX_RANK];
-    for (int i = 0; i < r; i++) {
+    for (int i = 0; i < r; i++)
         if (y->dims[i] != x->dims[i] + pads[i] + pads[r + i]) return mp_fail(err, "output dim %d disagrees with pads", i);
-        if (m != CONSTANT && x->dims[i] == 0 && y->dims[i] > 0) return mp_fail(err, "mode %s cannot pad an empty axis", mode);
-        base[i] = total;
-        total += y->dims[i];
-    }
-    int64_t *map = mp_scratch_array(k->scratch, total ? total : 1, sizeof *map);
-    if (!map) return mp_fail(err, "out of scratch memory");
-    for (int i = 0; i < r; i++) {
-        int64_t d = x->dims[i];
-        for (int64_t o = 0; o < y->dims[i]; o++) {
-            int64_t j = o - pads[i];
-            if (j < 0 || j >= d) {
-                if (m == CONSTANT) j = -1;
-                else if (m == EDGE) j = j < 0 ? 0 : d - 1;
-                else if (m == WRAP) j = ((j % d) + d) % d;
-                else if (d == 1) j = 0;
-                else {
-                    int64_t per = 2 * (d - 1);
-                    j = ((j % per) + per) % per;
-                    if (j >= d) j = per - j;
-                }
-            }
-            map[base[i] + o] = j;
-        }
-    }
+    int64_t *map, base[MP_MAX_RANK];
+    if (mp_pad_index_map(k, mode, r, x->dims, y->dims, pads, &map, base, err)) return -1;
     int64_t xs[MP_MAX_RANK], idx[MP_MAX_RANK] = {0};
     mp_strides(r, x->dims, xs);
     size_t es = (size_t)ES(x);

@@ -184,3 +184,37 @@ double mp_rng_uniform(uint64_t seed, int32_t node, int64_t i)
     h = splitmix64(h ^ (uint64_t)i);
     return (double)(h >> 11) * 0x1.0p-53;
 }
+
+int mp_pad_index_map(const mp_kargs *k, const char *mode, int r, const int64_t *in_dims, const int64_t *out_dims,
+                     const int64_t *begin, int64_t **map, int64_t *base, mp_err *err)
+{
+    enum { CONSTANT, REFLECT, EDGE, WRAP } m;
+    if (!strcmp(mode, "constant")) m = CONSTANT;
+    else if (!strcmp(mode, "reflect")) m = REFLECT;
+    else if (!strcmp(mode, "edge")) m = EDGE;
+    else if (!strcmp(mode, "wrap")) m = WRAP;
+    else return mp_fail(err, "unknown mode '%s'", mode);
+    int64_t total = 0;
+    for (int a = 0; a < r; a++) {
+        if (m != CONSTANT && in_dims[a] == 0 && out_dims[a] > 0)
+            return mp_fail(err, "mode %s cannot pad an empty axis", mode);
+        base[a] = total, total += out_dims[a];
+    }
+    int64_t *mp = *map = mp_scratch_array(k->scratch, total ? total : 1, sizeof *mp);
+    if (!mp) return mp_fail(err, "out of scratch memory");
+    for (int a = 0; a < r; a++) {
+        int64_t d = in_dims[a], per = 2 * (d - 1);
+        for (int64_t o = 0; o < out_dims[a]; o++) {
+            int64_t j = o - begin[a];
+            if (j < 0 || j >= d) {
+                if (m == CONSTANT) j = -1;
+                else if (m == EDGE) j = j < 0 ? 0 : d - 1;
+                else if (m == WRAP) j = (j % d + d) % d;
+                else if (d == 1) j = 0;
+                else j = (j % per + per) % per, j = j >= d ? per - j : j;
+            }
+            mp[base[a] + o] = j;
+        }
+    }
+    return 0;
+}

@@ -116,6 +116,12 @@ static inline mp_tensor *mp_kout(const mp_kargs *k, int i) { return i < k->nout 
 
 /* Reads a 0-D/1-D integer tensor into out[0..max); count, or -1 with err. */
 int mp_read_ints(const mp_tensor *t, int64_t *out, int max, const char *what, mp_err *err);
+/* Pad's index map, shared by Pad and PadGrad: for each axis a and output
+ * index o, map[base[a] + o] is the input index it copies (-1: the fill value
+ * of constant mode), for mode constant, reflect, edge or wrap and begin pads
+ * (negative: cropped). *map comes from k's scratch. */
+int mp_pad_index_map(const mp_kargs *k, const char *mode, int r, const int64_t *in_dims, const int64_t *out_dims,
+                     const int64_t *begin, int64_t **map, int64_t *base, mp_err *err);
 /* Axes from attribute `name` (opsets before `input_since`) or input `idx`;
  * count (0 when absent), or -1 with err. Normalized into [0, rank). */
 int mp_read_axes(const mp_kargs *k, const char *name, int idx, int64_t input_since, int rank, int64_t *axes,
