@@ -176,6 +176,23 @@ int32_t ad_sum_to(mp_ad *ad, int32_t dy, int32_t v, bool *own)
     return ad_infer(ad, n) ? -1 : out;
 }
 
+int32_t ad_extra_output(mp_ad *ad, int32_t n, int k, const char *suffix, mp_dtype t)
+{
+    mp_graph *g = ad->g;
+    mp_node *nd = &g->nodes[n];
+    if (k < nd->nout && nd->out[k] >= 0) return nd->out[k];
+    int32_t v = ad_value(ad, g->values[nd->out[0]].name, suffix, MP_ROLE_ACTIVATION);
+    nd = &g->nodes[n]; /* ad_value adds a value: re-read the node */
+    int32_t *outs = mp_arena_alloc(g->arena, (size_t)(k + 1) * sizeof *outs);
+    for (int i = 0; i <= k; i++) outs[i] = i < nd->nout ? nd->out[i] : -1;
+    outs[k] = v;
+    nd->out = outs;
+    nd->nout = k + 1;
+    const mp_value *y = &g->values[outs[0]];
+    mp_value_set(g, v, t, y->rank, y->dims);
+    return v;
+}
+
 int ad_give(mp_ad *ad, int32_t v, int32_t gval, bool own)
 {
     if (gval < 0) return -1;

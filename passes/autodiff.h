@@ -58,6 +58,10 @@ int ad_known_dims(mp_ad *ad, int32_t v, int64_t *dims, int *rank);
 /* Sums dy over the axes it was broadcast along so it has v's shape: dy itself
  * when the shapes agree (*own = false), else a SumToShape node. */
 int32_t ad_sum_to(mp_ad *ad, int32_t dy, int32_t v, bool *own);
+/* Output k of forward node n (the mask of Dropout, the indices of MaxPool),
+ * adding it to the node when the model did not ask for it: a new value named
+ * after output 0 plus suffix, of dtype t and output 0's shape. */
+int32_t ad_extra_output(mp_ad *ad, int32_t n, int k, const char *suffix, mp_dtype t);
 /* Adds a contribution to v's gradient (an Add when one is there already). */
 int ad_give(mp_ad *ad, int32_t v, int32_t gval, bool own);
 /* ad_sum_to + ad_give. */

@@ -215,17 +215,7 @@ int mp_grad_Dropout(mp_ad *ad, int32_t node, const int32_t *dy)
             g->values[OUT(0)].alias = IN(0); /* the same storage */
         return ad_give(ad, IN(0), dy[0], false);
     }
-    int32_t mask = OUT(1);
-    if (mask < 0) {
-        mask = ad_value(ad, g->values[OUT(0)].name, "_mask", MP_ROLE_ACTIVATION);
-        int32_t *outs = mp_arena_alloc(g->arena, 2 * sizeof *outs);
-        outs[0] = OUT(0);
-        outs[1] = mask;
-        NODE->out = outs;
-        NODE->nout = 2;
-        const mp_value *y = &g->values[outs[0]];
-        mp_value_set(g, mask, MP_BOOL, y->rank, y->dims);
-    }
+    int32_t mask = ad_extra_output(ad, node, 1, "_mask", MP_BOOL);
     int32_t in[2] = {dy[0], mask};
     int32_t out;
     int32_t n = ad_add1(ad, "DropoutGrad", "memplan", 2, in, "grad_dropout", &out);

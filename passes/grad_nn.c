@@ -203,18 +203,7 @@ int mp_grad_LayerNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
  * max_pool2d_with_indices saves both; a MaxPool without an Indices output gets one. */
 int mp_grad_MaxPool(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    mp_graph *g = ad->g;
-    int32_t idx = OUT(1);
-    if (idx < 0) {
-        idx = ad_value(ad, g->values[OUT(0)].name, "_indices", MP_ROLE_ACTIVATION);
-        int32_t *outs = mp_arena_alloc(g->arena, 2 * sizeof *outs);
-        outs[0] = OUT(0);
-        outs[1] = idx;
-        NODE->out = outs;
-        NODE->nout = 2;
-        const mp_value *y = &g->values[outs[0]];
-        mp_value_set(g, idx, MP_INT64, y->rank, y->dims);
-    }
+    int32_t idx = ad_extra_output(ad, node, 1, "_indices", MP_INT64);
     int32_t in[3] = {dy[0], IN(0), idx}, out;
     int32_t n = ad_add1(ad, "MaxPoolGrad", "memplan", 3, in, "grad_x", &out);
     ad_attr_copy(ad->g, &ad->g->nodes[n], node);
