@@ -19,6 +19,7 @@
 #include "passes/autodiff.h"
 #include "passes/train.h"
 #include "runtime/exec.h"
+#include "fd_check.h" /* defines: fd_compare */
 
 /* The rows below leave trailing fields (constants' contents, attributes, `requires`) zero. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -429,29 +430,8 @@ START_TEST(finite_differences)
         ck_assert_msg(!mp_exec_bind(ex, v, t, &err), "%s: %s", c->name, err.msg);
     }
     ck_assert_msg(!mp_exec_run(ex, &err), "%s: %s", c->name, err.msg);
-    int64_t total = 0;
-    for (int k = 1; k < nkeep; k++) total += data[param[k]]->numel;
-    double *an = mp_arena_alloc(g->arena, (size_t)total * sizeof *an), worst = 0;
-    for (int k = 1, j = 0; k < nkeep; k++)
-        for (int64_t i = 0; i < data[param[k]]->numel; i++) an[j++] = mp_tensor_get_f64(mp_exec_value(ex, keep[k]), i);
-    const double eps = 1e-6;
-    for (int k = 1, j = 0; k < nkeep; k++) {
-        mp_tensor *t = data[param[k]];
-        for (int64_t i = 0; i < t->numel; i++, j++) {
-            double v = mp_tensor_get_f64(t, i), lp, lm;
-            mp_tensor_set_f64(t, i, v + eps);
-            ck_assert_msg(!mp_exec_run(ex, &err), "%s: %s", c->name, err.msg);
-            lp = mp_tensor_get_f64(mp_exec_value(ex, keep[0]), 0);
-            mp_tensor_set_f64(t, i, v - eps);
-            ck_assert_msg(!mp_exec_run(ex, &err), "%s: %s", c->name, err.msg);
-            lm = mp_tensor_get_f64(mp_exec_value(ex, keep[0]), 0);
-            mp_tensor_set_f64(t, i, v);
-            double fd = (lp - lm) / (2 * eps);
-            ck_assert_msg(fabs(fd - an[j]) <= 1e-6 * (1 + fabs(fd)), "%s: %s[%lld]: autodiff %.9g, finite difference %.9g",
-                          c->name, g->values[param[k]].name, (long long)i, an[j], fd);
-            worst = fmax(worst, fabs(fd - an[j]) / (1 + fabs(fd)));
-        }
-    }
+    int64_t total;
+    double worst = fd_compare(ex, g, keep, param, nkeep, data, c->name, &total);
     printf("  %-40s %3lld entries of %d parameters, worst error %.1e\n", c->name, (long long)total, nkeep - 1, worst);
     mp_exec_free(ex);
     mp_graph_free(g);

@@ -15,6 +15,7 @@
 #include "passes/schedule.h"
 #include "passes/train.h"
 #include "runtime/exec.h"
+#include "fd_check.h" /* defines: fd_compare */
 
 typedef struct step {
     mp_model *m;
@@ -355,28 +356,7 @@ static void fd_check(mp_graph *g, mp_loss_kind kind)
         ck_assert_msg(!mp_exec_bind(ex, v, data[v], &err), "%s", err.msg);
     }
     ck_assert_msg(!mp_exec_run(ex, &err), "%s", err.msg);
-    int64_t total = 0;
-    for (int k = 1; k < nkeep; k++) total += data[param[k]]->numel;
-    double *an = mp_arena_alloc(g->arena, (size_t)total * sizeof *an);
-    for (int k = 1, j = 0; k < nkeep; k++)
-        for (int64_t i = 0; i < data[param[k]]->numel; i++) an[j++] = mp_tensor_get_f64(mp_exec_value(ex, keep[k]), i);
-    const double eps = 1e-6;
-    for (int k = 1, j = 0; k < nkeep; k++) {
-        mp_tensor *t = data[param[k]];
-        for (int64_t i = 0; i < t->numel; i++, j++) {
-            double v = mp_tensor_get_f64(t, i), lp, lm;
-            mp_tensor_set_f64(t, i, v + eps);
-            ck_assert_msg(!mp_exec_run(ex, &err), "%s", err.msg);
-            lp = mp_tensor_get_f64(mp_exec_value(ex, keep[0]), 0);
-            mp_tensor_set_f64(t, i, v - eps);
-            ck_assert_msg(!mp_exec_run(ex, &err), "%s", err.msg);
-            lm = mp_tensor_get_f64(mp_exec_value(ex, keep[0]), 0);
-            mp_tensor_set_f64(t, i, v);
-            double fd = (lp - lm) / (2 * eps);
-            ck_assert_msg(fabs(fd - an[j]) <= 1e-6 * (1 + fabs(fd)), "%s[%lld]: autodiff %.9g, finite difference %.9g",
-                          g->values[param[k]].name, (long long)i, an[j], fd);
-        }
-    }
+    fd_compare(ex, g, keep, param, nkeep, data, "step", NULL);
     ck_assert_int_ge(nkeep, 2);
     mp_exec_free(ex);
 }
