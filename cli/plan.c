@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "json.h"
+#include "passes/arena.h"  /* the arena's alignment */
 #include "passes/cost.h"   /* mp_gpu_find, the GPU table */
 #include "passes/remat.h"  /* mp_rgraph, mp_rspace, mp_remat_solve, baselines */
 #include "codegen/plan.h"  /* -o DIR */
@@ -175,6 +176,10 @@ typedef struct plan {
     mp_rgraph rg;
     const mp_gpu *gpu;          /* NULL: --graph-json without --gpu */
     int64_t budget, reserve, usable;
+    int64_t slack;              /* bytes kept below usable for the arena's fragmentation (fit_arena) */
+    int64_t target;             /* what the plan's counted peak must fit: usable - slack */
+    mp_plan_info arena;         /* the plan's arena (a model's plan only) */
+    char out_failed[sizeof(mp_err) + 300]; /* -o failed after the arena fit: reported after the table */
     int strategy;
     double time_limit;
     mp_rsched identity;
@@ -280,7 +285,7 @@ static int report_infeasible(plan *p, const char *why)
         }
     }
     if (have && c.peak_bytes > min_peak) min_peak = c.peak_bytes; /* the recount is the referee */
-    char dom[256];
+    char dom[384];
     if (p->usable <= 0)
         snprintf(dom, sizeof dom, "the reserve alone (%.2f MiB, --reserve) takes the whole budget", mib(p->reserve));
     else if (p->onnx && params_state > p->usable)
@@ -293,9 +298,14 @@ static int report_infeasible(plan *p, const char *why)
                  "outputs take %.2f MiB, resident tensors %.2f MiB)", mib(min_peak),
                  at >= 0 ? p->rg.node_name[at] : "?",
                  mib(footprint), mib(resident));
-    int64_t smallest = min_peak, floor_budget = lower;
-    if (!mp_add_ok(min_peak, p->reserve, &smallest)) smallest = INT64_MAX;
-    if (!mp_add_ok(lower, p->reserve, &floor_budget)) floor_budget = INT64_MAX;
+    if (p->slack > 0) { /* the placement, not the live bytes, made it infeasible */
+        size_t len = strlen(dom);
+        snprintf(dom + len, sizeof dom - len, "; the arena's placement needs %.2f MiB more than the live bytes",
+                 mib(p->slack));
+    }
+    int64_t smallest = min_peak, floor_budget = lower, extra = p->reserve + p->slack;
+    if (!mp_add_ok(min_peak, extra, &smallest)) smallest = INT64_MAX;
+    if (!mp_add_ok(lower, extra, &floor_budget)) floor_budget = INT64_MAX;
     const char *how = p->strategy == STRATEGY_ILP ? "" : ", with --strategy ilp";
     if (floor_budget >= smallest)
         mp_cli_error("%s: budget %lld bytes (%.2f MiB; usable %.2f MiB after a %.2f MiB reserve) %s: the smallest "
@@ -319,7 +329,7 @@ static int plan_ilp(plan *p, bool *fits)
     *fits = false;
     mp_rsolve_opts so = solve_opts(p, NULL);
     memset(&p->rp, 0, sizeof p->rp);
-    if (mp_remat_solve(&p->sp, p->usable, &so, &p->rp, &p->info, &err)) {
+    if (mp_remat_solve(&p->sp, p->target, &so, &p->rp, &p->info, &err)) {
         snprintf(p->ilp_failed, sizeof p->ilp_failed, "%s", err.msg); /* a baseline may still fit */
         p->status = "timeout";
         return 0;
@@ -329,10 +339,10 @@ static int plan_ilp(plan *p, bool *fits)
     p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
     if (p->info.status == MP_RSOLVE_INFEASIBLE) {
         if (least_peak(p, &err)) goto fail;
-        if (p->least_peak > p->usable) return 0;
+        if (p->least_peak > p->target) return 0;
         mp_rsolve_opts warm = solve_opts(p, &p->least);
         mp_rplan_free(&p->rp);
-        if (mp_remat_solve(&p->sp, p->usable, &warm, &p->rp, &p->info, &err) ||
+        if (mp_remat_solve(&p->sp, p->target, &warm, &p->rp, &p->info, &err) ||
             p->info.status == MP_RSOLVE_INFEASIBLE) {
             mp_rplan_free(&p->rp);
             if (mp_rplan_init(&p->sp, &p->rp, &err)) goto fail; /* the least-peak plan fits: use it */
@@ -344,7 +354,7 @@ static int plan_ilp(plan *p, bool *fits)
     }
     if (mp_rplan_emit(&p->sp, &p->rp, &p->order, &err) || mp_rsched_count(&p->rg, &p->order, &p->count, &err))
         goto fail;
-    if (p->count.peak_bytes > p->usable) {
+    if (p->count.peak_bytes > p->target) {
         mp_cli_model_error(p->source, "the solver's plan recounts above the usable budget: refusing it (a bug: "
                            "please report it)");
         return -1;
@@ -388,13 +398,13 @@ static int use_cheaper_baseline(plan *p, bool *fits)
     for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) {
         mp_rsched s;
         mp_rcount c;
-        if (mp_remat_baseline(&p->rg, (mp_rbaseline)b, p->usable, &s, &err)) continue; /* greedy: no fit */
+        if (mp_remat_baseline(&p->rg, (mp_rbaseline)b, p->target, &s, &err)) continue; /* greedy: no fit */
         if (mp_rsched_count(&p->rg, &s, &c, &err)) {
             mp_rsched_free(&s);
             mp_cli_model_error(p->source, err.msg);
             return -1;
         }
-        if (c.peak_bytes <= p->usable && (!*fits || c.recompute_cost < p->count.recompute_cost * (1 - 1e-9))) {
+        if (c.peak_bytes <= p->target && (!*fits || c.recompute_cost < p->count.recompute_cost * (1 - 1e-9))) {
             if (*fits) mp_rsched_free(&p->order);
             p->order = s;
             p->count = c;
@@ -413,7 +423,8 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
 {
     const mp_cli_opts *o = p->o;
     mp_err err = {{0}};
-    if (mp_rsched_identity(&p->rg, &p->identity, &err) || mp_rsched_count(&p->rg, &p->identity, &p->base, &err)) {
+    if (!p->have_sp &&
+        (mp_rsched_identity(&p->rg, &p->identity, &err) || mp_rsched_count(&p->rg, &p->identity, &p->base, &err))) {
         mp_cli_model_error(p->source, err.msg);
         return MP_EXIT_USAGE;
     }
@@ -423,9 +434,10 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
     else p->budget = p->gpu->memory_bytes;
     p->reserve = o->reserve_bytes >= 0 ? o->reserve_bytes : p->onnx ? DEFAULT_RESERVE : 0;
     p->usable = p->budget - p->reserve;
+    p->target = p->usable - p->slack;
     p->strategy = o->strategy >= 0 ? o->strategy : STRATEGY_ILP;
     p->time_limit = o->time_limit > 0 ? o->time_limit : DEFAULT_TIME_LIMIT;
-    if (mp_rspace_build(&p->rg, NULL, &p->sp, &err)) {
+    if (!p->have_sp && mp_rspace_build(&p->rg, NULL, &p->sp, &err)) {
         mp_cli_model_error(p->source, err.msg);
         return MP_EXIT_USAGE;
     }
@@ -444,12 +456,12 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
     } else {
         mp_rbaseline b = (mp_rbaseline)(p->strategy - 1);
         p->status = "baseline";
-        if (mp_remat_baseline(&p->rg, b, p->usable, &p->order, &err) == 0) {
+        if (mp_remat_baseline(&p->rg, b, p->target, &p->order, &err) == 0) {
             if (mp_rsched_count(&p->rg, &p->order, &p->count, &err)) {
                 mp_cli_model_error(p->source, err.msg);
                 return MP_EXIT_USAGE;
             }
-            fits = p->count.peak_bytes <= p->usable;
+            fits = p->count.peak_bytes <= p->target;
             if (!fits) mp_rsched_free(&p->order);
         } else if (b != MP_RBASE_GREEDY) { /* greedy fails when it cannot fit; the others are bugs */
             mp_cli_model_error(p->source, err.msg);
@@ -468,7 +480,7 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
         mp_rsched s;
         mp_rcount c;
         baseline_row *r = &p->rows[b];
-        r->ok = mp_remat_baseline(&p->rg, (mp_rbaseline)b, p->usable, &s, &err) == 0;
+        r->ok = mp_remat_baseline(&p->rg, (mp_rbaseline)b, p->target, &s, &err) == 0;
         if (r->ok) {
             r->ok = mp_rsched_count(&p->rg, &s, &c, &err) == 0;
             mp_rsched_free(&s);
@@ -496,6 +508,15 @@ static int load_graph(plan *p, const mp_cli_opts *o)
     p->source = o->model;
     if (mp_cli_step_load(o, &p->step)) return -1;
     p->onnx = true;
+    /* the step memplan's runtime executes: the plan's outputs, lifetimes again */
+    if (!o->inference) {
+        mp_memory_free(&p->step.mem);
+        if (mp_plan_step_outputs(p->step.g, &err) || mp_memory_analyze(p->step.g, &p->step.sched, &p->step.mem, &err)) {
+            memset(&p->step.mem, 0, sizeof p->step.mem);
+            mp_cli_model_error(o->model, err.msg);
+            return -1;
+        }
+    }
     if (mp_rgraph_from_training(p->step.g, &p->step.sched, &p->step.mem.lt, p->gpu, &p->rg, &err)) {
         mp_cli_model_error(o->model, err.msg);
         return -1;
@@ -530,6 +551,11 @@ static void print_plan_text(FILE *f, const plan *p)
         fprintf(f, "%-18s%s\n", "strategy", mp_cli_strategy_names[p->strategy]);
     fprintf(f, "%-18s%.2f MiB (store everything: %.2f MiB)\n", "planned peak", mib(p->count.peak_bytes),
             mib(p->base.peak_bytes));
+    if (p->arena.arena_bytes > 0)
+        fprintf(f, "%-18s%.2f MiB (%lld bytes: every tensor at a fixed offset; live-bytes lower bound %.2f MiB, "
+                "%.4fx)%s\n", "arena", mib(p->arena.arena_bytes), (long long)p->arena.arena_bytes,
+                mib(p->arena.lower_bound), p->arena.lower_bound ? (double)p->arena.arena_bytes / p->arena.lower_bound : 1.0,
+                p->slack ? " (planned below the usable budget: the first placement fragmented)" : "");
     if (p->onnx) /* seconds from the cost model */
         fprintf(f, "%-18s%.2f %% of the step time (%.3f of %.3f ms)\n", "recompute",
                 overhead_pct(p, p->count.recompute_cost), 1e3 * p->count.recompute_cost, 1e3 * p->base.cost);
@@ -611,6 +637,12 @@ static void plan_json(mp_json *j, const void *ctx)
     mp_json_int(j, p->count.peak_bytes);
     mp_json_key(j, "store_everything_peak_bytes");
     mp_json_int(j, p->base.peak_bytes);
+    mp_json_key(j, "arena_bytes"); /* null: not placed (--graph-json, options a plan cannot record) */
+    if (p->arena.arena_bytes > 0) mp_json_int(j, p->arena.arena_bytes);
+    else mp_json_null(j);
+    mp_json_key(j, "arena_lower_bound_bytes");
+    if (p->arena.arena_bytes > 0) mp_json_int(j, p->arena.lower_bound);
+    else mp_json_null(j);
     mp_json_key(j, "recompute_overhead_pct");
     mp_json_num(j, overhead_pct(p, p->count.recompute_cost));
     mp_json_key(j, "recompute_cost");
@@ -753,38 +785,87 @@ static int largest_batch(plan *p, const mp_cli_opts *o, bool want_plain, int64_t
     return 0;
 }
 
-/* ---- -o DIR: the executable plan (codegen/plan.h) ----------------------------------------- */
+/* ---- the arena: every tensor at a fixed offset (codegen/plan.h) -------------------------- */
 
-static int write_plan_dir(const plan *p, const mp_cli_opts *o)
+/* The plan records only these options; the others change the step it could not rebuild. */
+static bool plan_recordable(const mp_cli_opts *o)
 {
-    if (o->graph_json || o->params_as_inputs || o->data_inputs || o->buffers || o->topo_sort || o->no_infer) {
-        mp_cli_error("-o: the plan records only --batch, --dim, --loss, --optimizer, --precision, --micro-batches "
-                     "(not --graph-json, --params-as-inputs, --data-inputs, --buffers, --topo-sort, --no-infer)");
-        return -1;
-    }
+    return !(o->graph_json || o->params_as_inputs || o->data_inputs || o->buffers || o->topo_sort || o->no_infer);
+}
+
+static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
+{
     static const mp_dtype precisions[] = {MP_FLOAT, MP_BFLOAT16, MP_FLOAT16};
-    mp_plan_opts po = mp_plan_defaults();
-    po.batch = o->batch;
+    *po = mp_plan_defaults();
+    po->batch = o->batch;
     for (int i = 0; i < o->ndims && i < MP_PLAN_MAX_DIMS; i++) {
-        snprintf(po.dim_names[po.ndims], sizeof po.dim_names[0], "%s", o->dim_names[i]);
-        po.dim_values[po.ndims++] = o->dim_values[i];
+        snprintf(po->dim_names[po->ndims], sizeof po->dim_names[0], "%s", o->dim_names[i]);
+        po->dim_values[po->ndims++] = o->dim_values[i];
     }
-    if (o->loss >= 0) po.loss = (mp_loss_kind)o->loss;
-    if (o->optimizer >= 0) po.optimizer = (mp_opt_kind)o->optimizer;
-    if (o->precision >= 0) po.precision = precisions[o->precision];
-    if (o->micro_batches >= 0) po.micro_batches = (int)o->micro_batches;
-    snprintf(po.strategy, sizeof po.strategy, "%s", mp_cli_strategy_names[p->strategy]);
-    po.budget_bytes = p->budget;
-    po.reserve_bytes = p->reserve;
-    mp_plan_info info = {0};
-    mp_err err = {{0}};
-    int rc = mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->budget, true, &info, &err);
-    if (info.nbuffers) /* plan.json is written even when plan.cu is refused */
-        fprintf(stderr, "plan: %s/plan.json: arena %lld bytes (lower bound %lld, %.4fx)\n", o->out_dir,
-                (long long)info.arena_bytes, (long long)info.lower_bound,
-                info.lower_bound ? (double)info.arena_bytes / (double)info.lower_bound : 1.0);
-    if (rc) mp_cli_error("-o %s: %s", o->out_dir, err.msg);
-    return rc ? -1 : 0;
+    if (o->loss >= 0) po->loss = (mp_loss_kind)o->loss;
+    if (o->optimizer >= 0) po->optimizer = (mp_opt_kind)o->optimizer;
+    if (o->precision >= 0) po->precision = precisions[o->precision];
+    if (o->micro_batches >= 0) po->micro_batches = (int)o->micro_batches;
+    snprintf(po->strategy, sizeof po->strategy, "%s", mp_cli_strategy_names[p->strategy]);
+    po->budget_bytes = p->budget;
+    po->reserve_bytes = p->reserve;
+}
+
+/* Forgets the plan found for p->target, so that plan_graph can plan again. */
+static void forget_solution(plan *p)
+{
+    mp_rsched_free(&p->order);
+    memset(&p->order, 0, sizeof p->order);
+    if (p->have_rp) mp_rplan_free(&p->rp);
+    p->have_rp = p->solved = false;
+    free(p->recomputed);
+    p->recomputed = NULL;
+    p->ilp_failed[0] = 0;
+}
+
+/* Places the plan's tensors in one arena (and with -o writes the plan there).
+ * The ILP counts sizes padded as the arena pads them, but the placement can
+ * still fragment: then the plan is made again for a budget lower by the
+ * excess, until the arena fits the usable budget (a few rounds at most). */
+static int fit_arena(plan *p, const mp_cli_opts *o)
+{
+    if (!p->onnx || !plan_recordable(o)) {
+        if (o->out_dir) {
+            mp_cli_error("-o: the plan records only --batch, --dim, --loss, --optimizer, --precision, --micro-batches "
+                         "(not --graph-json, --params-as-inputs, --data-inputs, --buffers, --topo-sort, --no-infer)");
+            return MP_EXIT_USAGE;
+        }
+        return MP_EXIT_OK;
+    }
+    for (int round = 0;; round++) {
+        mp_plan_opts po;
+        plan_opts_of(p, o, &po);
+        po.arena_seconds = round == 1 ? 5.0 : 1.0; /* over at first: search the same order longer */
+        mp_err err = {{0}};
+        memset(&p->arena, 0, sizeof p->arena);
+        int rc = o->out_dir ? mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->usable, true, &p->arena, &err)
+                            : mp_plan_measure(o->model, &po, &p->order, &p->arena, &err);
+        if (o->out_dir && p->arena.nbuffers) /* plan.json is written even when plan.cu is refused */
+            fprintf(stderr, "plan: %s/plan.json: arena %lld bytes (lower bound %lld, %.4fx)\n", o->out_dir,
+                    (long long)p->arena.arena_bytes, (long long)p->arena.lower_bound,
+                    p->arena.lower_bound ? (double)p->arena.arena_bytes / (double)p->arena.lower_bound : 1.0);
+        if (rc && p->arena.arena_bytes <= p->usable) { /* not the budget: codegen or I/O, said after the table */
+            snprintf(p->out_failed, sizeof p->out_failed, "%s%s: %s", o->out_dir ? "-o " : "",
+                     o->out_dir ? o->out_dir : o->model, err.msg);
+            return MP_EXIT_OK;
+        }
+        if (!rc && p->arena.arena_bytes <= p->usable) return MP_EXIT_OK;
+        if (round == 3) {
+            mp_cli_model_error(p->source, "the arena still exceeds the usable budget after 3 plans for a lower "
+                               "budget (fragmentation)");
+            return MP_EXIT_INFEASIBLE;
+        }
+        if (round == 0) continue;
+        p->slack += p->arena.arena_bytes - p->usable + mp_arena_defaults().alignment;
+        forget_solution(p);
+        rc = plan_graph(p, false, true);
+        if (rc != MP_EXIT_OK) return rc;
+    }
 }
 
 /* ---- pictures of the planned step ---------------------------------------------------------- */
@@ -911,6 +992,7 @@ int mp_cmd_plan(const mp_cli_opts *o)
     }
     if (load_graph(&p, &bo)) goto done;
     rc = plan_graph(&p, false, true);
+    if (rc == MP_EXIT_OK) rc = fit_arena(&p, &bo);
     if (rc != MP_EXIT_OK) goto done;
     rc = MP_EXIT_USAGE;
     if (mp_cli_render(p.source, render, &p, o->json, &out, &outlen)) goto done;
@@ -920,7 +1002,10 @@ int mp_cmd_plan(const mp_cli_opts *o)
     }
     if (write_plan_pictures(&p)) goto done;
     rc = mp_cli_emit(out, outlen);
-    if (rc == MP_EXIT_OK && o->out_dir && write_plan_dir(&p, &bo)) rc = MP_EXIT_USAGE; /* after the table */
+    if (rc == MP_EXIT_OK && p.out_failed[0]) {
+        mp_cli_error("%s", p.out_failed);
+        rc = MP_EXIT_USAGE;
+    }
 done:
     free(out);
     plan_free(&p);

@@ -41,6 +41,7 @@ typedef struct mp_plan_opts {
     int micro_batches;
     char strategy[32];                     /* "ilp", "none", ... (recorded only) */
     int64_t budget_bytes, reserve_bytes;   /* -1: none (recorded; the budget is verified) */
+    double arena_seconds;                  /* the placement search's limit (not recorded: it moves no tensor's meaning) */
 } mp_plan_opts;
 
 mp_plan_opts mp_plan_defaults(void);
@@ -56,6 +57,11 @@ int mp_plan_hash_file(const char *path, uint64_t *hash, int64_t *size, mp_err *e
 /* hash(model hash as 16 hex digits + "|" + options string). */
 uint64_t mp_plan_fingerprint(uint64_t model_hash, const mp_plan_opts *o);
 
+/* The outputs of the step as executed: the loss (the last loss node's
+ * output) and each gradient the optimizer reads; the model's own outputs are
+ * freed after their last read, as the runtime frees them. */
+int mp_plan_step_outputs(mp_graph *g, mp_err *err);
+
 /* Imports path, binds the options' dims, infers, builds the training step
  * as executed (see above) and its graph order s. NULL on failure. */
 mp_model *mp_plan_step_new(const char *path, const mp_plan_opts *o, mp_schedule *s, mp_err *err);
@@ -66,10 +72,11 @@ typedef struct mp_plan_info {
     int32_t nbuffers;
 } mp_plan_info;
 
-/* Offsets for g under s (buffer owners; aliases carry their owner's). offsets
- * gets g->nvalues entries (-1: holds no memory). budget < 0: none. */
-int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, int64_t *offsets, mp_plan_info *info,
-                    mp_err *err);
+/* Offsets for g under s (buffer owners; aliases carry their owner's), the
+ * placement searched for up to seconds. offsets gets g->nvalues entries (-1:
+ * holds no memory). budget < 0: none; over it, info still gives the arena. */
+int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, double seconds, int64_t *offsets,
+                    mp_plan_info *info, mp_err *err);
 
 /* Writes dir/plan.json (dir is created if missing). */
 int mp_plan_write(const char *dir, const char *model_path, const mp_plan_opts *o, const mp_graph *g,
@@ -88,6 +95,12 @@ int mp_plan_write_cuda(const char *dir, const mp_graph *g, const mp_schedule *s,
 struct mp_rsched;
 int mp_plan_emit(const char *dir, const char *model_path, const mp_plan_opts *o, const struct mp_rsched *rs,
                  int64_t budget, bool cuda, mp_plan_info *info, mp_err *err);
+
+/* The arena of rs on a fresh step of model_path, as mp_plan_emit would place
+ * it, writing nothing: what the CLI checks against the budget before it
+ * prints a plan (the ILP counts padded sizes; the placement may fragment). */
+int mp_plan_measure(const char *model_path, const mp_plan_opts *o, const struct mp_rsched *rs, mp_plan_info *info,
+                    mp_err *err);
 
 /* Names used in plan.json. */
 extern const char *const mp_plan_loss_names[];      /* mp_loss_kind order */

@@ -31,7 +31,8 @@ mp_plan_opts mp_plan_defaults(void)
 {
     mp_train_opts t = mp_train_defaults();
     mp_plan_opts o = {.batch = -1, .loss = t.loss, .optimizer = t.optimizer, .precision = t.precision,
-                      .micro_batches = t.micro_batches, .budget_bytes = -1, .reserve_bytes = -1};
+                      .micro_batches = t.micro_batches, .budget_bytes = -1, .reserve_bytes = -1,
+                      .arena_seconds = 1.0};
     snprintf(o.strategy, sizeof o.strategy, "none");
     return o;
 }
@@ -87,19 +88,7 @@ uint64_t mp_plan_fingerprint(uint64_t model_hash, const mp_plan_opts *o)
 
 /* ---- the step as executed ------------------------------------------------------- */
 
-/* Transpose moves elements: its output cannot share its input's bytes. */
-static void unalias_moving_views(mp_graph *g)
-{
-    for (int32_t i = 0; i < g->nnodes; i++) {
-        const mp_node *n = &g->nodes[i];
-        if (strcmp(n->op_type, "Transpose") || n->nout < 1 || n->out[0] < 0) continue;
-        mp_value *y = &g->values[n->out[0]];
-        if (y->alias >= 0 && n->nin > 0 && y->alias == n->in[0]) y->alias = -1;
-    }
-}
-
-/* Graph outputs: the loss (the last loss node's output) and each gradient the optimizer reads. */
-static int keep_loss_and_grads(mp_graph *g, mp_err *err)
+int mp_plan_step_outputs(mp_graph *g, mp_err *err)
 {
     int32_t *keep = mp_arena_alloc(g->arena, (size_t)(g->nnodes + 1) * sizeof *keep), n = 0, loss = -1;
     if (!keep) return mp_fail(err, "out of memory");
@@ -138,8 +127,7 @@ mp_model *mp_plan_step_new(const char *path, const mp_plan_opts *o, mp_schedule 
     t.precision = o->precision;
     t.micro_batches = o->micro_batches;
     if (mp_bind_dims(g, &b, err) || mp_infer(g, err) || mp_train_build(g, &t, err)) goto fail;
-    unalias_moving_views(g);
-    if (keep_loss_and_grads(g, err) || mp_schedule_graph_order(g, s, err)) goto fail;
+    if (mp_plan_step_outputs(g, err) || mp_schedule_graph_order(g, s, err)) goto fail;
     return m;
 fail:
     mp_onnx_close(m);
@@ -148,8 +136,8 @@ fail:
 
 /* ---- offsets ----------------------------------------------------------------------- */
 
-int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, int64_t *offsets, mp_plan_info *info,
-                    mp_err *err)
+int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, double seconds, int64_t *offsets,
+                    mp_plan_info *info, mp_err *err)
 {
     mp_lifetimes lt;
     if (mp_lifetime_compute(g, s, &lt, err)) return -1;
@@ -172,19 +160,19 @@ int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, int
         of[nb++] = v;
     }
     mp_arena_opts ao = mp_arena_defaults();
-    ao.time_limit = 1.0;
+    ao.time_limit = seconds;
     mp_arena_result r;
     if (mp_arena_assign(bufs, nb, &ao, off, &r, err)) goto done;
     /* the arena ends where the highest buffer does: the last one needs no padding */
     int64_t arena = 0;
     for (int32_t i = 0; i < nb; i++)
         if (bufs[i].size > 0 && off[i] + bufs[i].size > arena) arena = off[i] + bufs[i].size;
+    info->arena_bytes = arena; /* also when over the budget: the caller may plan again below it */
+    info->lower_bound = r.lower_bound;
     if (mp_offsets_verify(bufs, nb, off, arena, budget, err)) goto done;
     for (int32_t i = 0; i < nb; i++) offsets[of[i]] = off[i];
     for (int32_t v = 0; v < nv; v++)
         if (lt.owner[v] != v && offsets[lt.owner[v]] >= 0) offsets[v] = offsets[lt.owner[v]];
-    info->arena_bytes = arena;
-    info->lower_bound = r.lower_bound;
     info->nbuffers = nb;
     rc = 0;
 done:
@@ -264,6 +252,7 @@ static void write_json(FILE *f, const char *model_path, const char *abs, int64_t
             put_str(f, g->values[ow].name);
             fprintf(f, ", ");
         }
+        if (val->flags & MP_VAL_TVIEW) fprintf(f, "\"transposed_view\": true, ");
         fprintf(f, "\"live\": [%d, %d]}", whole ? 0 : lt->start[ow], whole ? s->n - 1 : lt->end[ow]);
         first = 0;
     }
@@ -311,7 +300,7 @@ static int write_plan(const char *dir, const char *model_path, const mp_plan_opt
     mp_lifetimes lt;
     int rc = -1;
     bool have_lt = false, written = false;
-    if (mp_plan_offsets(g, s, budget, offsets, info, err) || mp_lifetime_compute(g, s, &lt, err)) goto done;
+    if (mp_plan_offsets(g, s, budget, o->arena_seconds, offsets, info, err) || mp_lifetime_compute(g, s, &lt, err)) goto done;
     have_lt = true;
     char tmp[PATH_MAX], final[PATH_MAX];
     if (snprintf(final, sizeof final, "%s/plan.json", dir) >= (int)sizeof final ||
@@ -359,6 +348,26 @@ int mp_plan_emit(const char *dir, const char *model_path, const mp_plan_opts *o,
     if (!m) return -1;
     int rc = mp_remat_apply(m->graph, &s, rs, &applied, err) ||
              write_plan(dir, model_path, o, m->graph, &applied, budget, cuda, info, err) ? -1 : 0;
+    mp_schedule_free(&applied);
+    mp_schedule_free(&s);
+    mp_onnx_close(m);
+    return rc;
+}
+
+int mp_plan_measure(const char *model_path, const mp_plan_opts *o, const mp_rsched *rs, mp_plan_info *info,
+                    mp_err *err)
+{
+    mp_schedule s, applied = {0};
+    mp_model *m = mp_plan_step_new(model_path, o, &s, err);
+    if (!m) return -1;
+    int64_t *offsets = NULL;
+    int rc = -1;
+    if (!mp_remat_apply(m->graph, &s, rs, &applied, err)) { /* which adds the recomputed copies */
+        offsets = malloc((size_t)(m->graph->nvalues + 1) * sizeof *offsets);
+        if (!offsets) mp_fail(err, "out of memory");
+        else if (!mp_plan_offsets(m->graph, &applied, -1, o->arena_seconds, offsets, info, err)) rc = 0;
+    }
+    free(offsets);
     mp_schedule_free(&applied);
     mp_schedule_free(&s);
     mp_onnx_close(m);

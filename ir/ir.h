@@ -144,6 +144,11 @@ enum {
     MP_VAL_OUTPUT = 1 << 2,       /* graph output */
     MP_VAL_OUTER = 1 << 3,        /* subgraph: a name resolved in an enclosing graph */
     MP_VAL_RECOMPUTED = 1 << 4,   /* a copy made by rematerialization (passes/remat_apply.c) */
+    /* a Transpose output that is a view of its input (alias): the same bytes,
+     * read as the transpose of the last two axes. Only GEMM operands (MatMul,
+     * Gemm, MatMulGradA/B) read it, through their transpose flags; the
+     * Transpose node itself moves nothing (passes/train.c). */
+    MP_VAL_TVIEW = 1 << 5,
 };
 
 typedef enum mp_value_kind {

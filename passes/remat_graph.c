@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "passes/arena.h"
 #include "passes/cost.h"
 #include "passes/lifetime.h"
 #include "passes/remat.h"
@@ -92,7 +93,9 @@ int mp_rgraph_from_training(const mp_graph *g, const struct mp_schedule *s, cons
         vmap[v] = -1;
         if (lt->owner[v] != v || lt->start[v] < 0) continue;
         vmap[v] = n;
-        rg->bytes[n] = lt->bytes[v];
+        /* padded as the arena pads it (passes/arena.h), so a plan that fits here fits the arena's bound */
+        int64_t align = mp_arena_defaults().alignment, b = lt->bytes[v];
+        rg->bytes[n] = b > INT64_MAX - align ? b : (b + align - 1) / align * align;
         rg->producer[n] = -1;
         rg->value_id[n] = v;
         /* shapes (non-float scalars and vectors): tiny, and their Shape/Gather chains are not worth a recipe */

@@ -242,9 +242,10 @@ bool mp_value_is_saved(const mp_graph *g, int32_t id)
     return false;
 }
 
-/* Ops whose output is a view of input 0 in PyTorch (same storage, no copy):
- * the output aliases its input, so a saved view counts its base's buffer once. */
-static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"};
+/* Ops whose output is the same bytes as input 0 (no copy, in PyTorch and in
+ * memplan's runtime): the output aliases its input, so a saved view counts its
+ * base's buffer once. Transpose moves elements; see mark_transposed_views. */
+static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
 
 static void mark_views(mp_graph *g)
 {
@@ -257,6 +258,43 @@ static void mark_views(mp_graph *g)
         if (x < 0 || y < 0 || x == y || g->values[y].alias >= 0) continue;
         if (g->values[x].bytes < 0 || g->values[x].bytes != g->values[y].bytes) continue;
         g->values[y].alias = x;
+    }
+}
+
+/* GEMM readers take an operand transposed for free (BLAS and cuBLAS flags):
+ * operand slots of MatMul, Gemm, MatMulGradA and MatMulGradB. */
+static bool reads_as_gemm_operand(const mp_node *n, int32_t v)
+{
+    static const char *const gemm_ops[] = {"MatMul", "Gemm", "MatMulGradA", "MatMulGradB"};
+    bool gemm = false;
+    for (size_t k = 0; k < sizeof gemm_ops / sizeof *gemm_ops && !gemm; k++) gemm = !strcmp(n->op_type, gemm_ops[k]);
+    if (!gemm) return false;
+    for (int32_t k = 2; k < n->nin; k++)
+        if (n->in[k] == v) return false; /* Gemm's C is added elementwise */
+    return true;
+}
+
+/* A Transpose that swaps only the last two axes, read only by GEMM operands,
+ * is a view (MP_VAL_TVIEW): its output keeps its input's bytes and each reader
+ * reads them transposed, as PyTorch's x.t() feeding a matmul does. Any other
+ * Transpose copies. Runs on the whole step, so backward readers count too. */
+static void mark_transposed_views(mp_graph *g)
+{
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        if (!node_is(n, "Transpose") || n->nin < 1 || n->nout != 1 || n->in[0] < 0 || n->out[0] < 0) continue;
+        mp_value *x = &g->values[n->in[0]], *y = &g->values[n->out[0]];
+        if (y->rank < 2 || y->alias >= 0 || (x->flags & MP_VAL_TVIEW) || (y->flags & MP_VAL_OUTPUT) || !y->ncons ||
+            x->bytes < 0 || x->bytes != y->bytes)
+            continue;
+        const mp_attr *perm = mp_node_attr(n, "perm");
+        bool swap = perm ? perm->n == y->rank : y->rank == 2;
+        for (int a = 0; perm && swap && a < y->rank; a++)
+            swap = perm->ints[a] == (a == y->rank - 2 ? y->rank - 1 : a == y->rank - 1 ? y->rank - 2 : a);
+        for (int32_t c = 0; swap && c < y->ncons; c++) swap = reads_as_gemm_operand(&g->nodes[y->cons[c]], n->out[0]);
+        if (!swap) continue;
+        y->alias = n->in[0];
+        y->flags |= MP_VAL_TVIEW;
     }
 }
 
@@ -325,6 +363,7 @@ static int build_step(mp_graph *g, const mp_train_opts *o, const int32_t *master
     free(param_grad);
     if (rc) return -1;
     if (mp_graph_link(g, err)) return -1;
+    mark_transposed_views(g);
     finish_roles(g);
     return 0;
 }

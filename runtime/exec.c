@@ -161,6 +161,12 @@ mp_exec *mp_exec_new(mp_graph *g, const mp_exec_opts *opts, mp_err *err)
         for (int32_t k = 0; k < nd->nin; k++)
             if (nd->in[k] >= 0 && nd->in[k] < g->nvalues) x->last[nd->in[k]] = n;
     }
+    /* a transposed view reads its base's bytes: the base lives as long as the view is read */
+    for (int32_t i = 0; i < g->nvalues; i++) {
+        if (!(g->values[i].flags & MP_VAL_TVIEW) || g->values[i].alias < 0) continue;
+        int32_t base = g->values[i].alias;
+        if (x->last[i] > x->last[base]) x->last[base] = x->last[i];
+    }
     x->ins = calloc((size_t)(x->maxin + 1), sizeof *x->ins);
     x->outs = calloc((size_t)(x->maxout + 1), sizeof *x->outs);
     if (!x->ins || !x->outs) goto oom;
@@ -411,6 +417,33 @@ static int run_folded(mp_exec *x, const mp_node *nd, mp_err *err)
     return 0;
 }
 
+/* The elements of transposed view v (MP_VAL_TVIEW) in v's own layout, in
+ * scratch: the kernels read plain row-major tensors, and the arena holds only
+ * the base's bytes (a GPU GEMM reads them with its transpose flag instead). */
+static const mp_tensor *materialize_tview(mp_exec *x, int32_t v, mp_err *err)
+{
+    const mp_tensor *view = &x->t[v];
+    mp_tensor *t = mp_scratch_alloc(&x->scratch, sizeof *t);
+    void *data = t ? mp_scratch_array(&x->scratch, view->numel, mp_elem_size(view->dtype)) : NULL;
+    if (!data) {
+        mp_fail(err, "out of scratch memory for the transposed view '%s'", vname(x, v));
+        return NULL;
+    }
+    *t = *view;
+    t->data = data;
+    int r = view->rank;
+    int64_t dstr[MP_MAX_RANK], sstr[MP_MAX_RANK], step = 1;
+    for (int a = r - 1; a >= 0; a--) dstr[a] = step, step *= view->dims[a];
+    memcpy(sstr, dstr, sizeof sstr);
+    /* the base is [.., b, a] when the view is [.., a, b]: swap the last two strides */
+    sstr[r - 1] = view->dims[r - 2];
+    sstr[r - 2] = 1;
+    mp_copy_strided(data, dstr, view->data, sstr, r, view->dims, mp_elem_size(view->dtype));
+    return t;
+}
+
+static bool is_tview(const mp_graph *g, int32_t v) { return v >= 0 && (g->values[v].flags & MP_VAL_TVIEW); }
+
 static int run_node(mp_exec *x, int32_t n, mp_err *err)
 {
     mp_graph *g = x->g;
@@ -424,7 +457,13 @@ static int run_node(mp_exec *x, int32_t n, mp_err *err)
             return mp_fail(err, "input '%s' has no data: bind it or load the weights", vname(x, id));
         }
         if (g->values[id].kind != MP_KIND_TENSOR) return mp_kunsupported(err, "input '%s' is not a tensor", vname(x, id));
-        x->ins[k] = &x->t[id];
+        x->ins[k] = is_tview(g, id) ? materialize_tview(x, id, err) : &x->t[id];
+        if (!x->ins[k]) return -1;
+    }
+    if (nd->nout == 1 && is_tview(g, nd->out[0]) && g->values[nd->out[0]].alias == nd->in[0]) {
+        x->t[nd->out[0]].data = x->t[nd->in[0]].data; /* the Transpose of a view moves nothing */
+        x->own[nd->out[0]] = OWN_NONE;
+        return 0;
     }
     for (int32_t k = 0; k < nd->nout; k++) {
         int32_t id = nd->out[k];

@@ -288,6 +288,10 @@ START_TEST(gpt_decoder)
     rng = 3;
     setup(&r, MODEL("gpt_decoder.onnx"), 2, dn, dv, &o, NULL);
     setup(&r64, MODEL("gpt_decoder.onnx"), 2, dn, dv, &o, &r);
+    /* attention's K^T is a transposed view (no copy): the gradients below check its reads */
+    int tviews = 0;
+    for (int32_t v = 0; v < r.g->nvalues; v++) tviews += (r.g->values[v].flags & MP_VAL_TVIEW) != 0;
+    ck_assert_int_gt(tviews, 0);
     mp_tensor *tok = mp_tensor_new(r.g->arena, MP_INT64, 2, dv);
     for (int64_t i = 0; i < tok->numel; i++) mp_tensor_set_i64(tok, i, (int64_t)(urand() * 512));
     bind_data(&r, "input", tok), bind_data(&r, "labels", tok);
