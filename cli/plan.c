@@ -790,7 +790,7 @@ static int largest_batch(plan *p, const mp_cli_opts *o, bool want_plain, int64_t
 /* The plan records only these options; the others change the step it could not rebuild. */
 static bool plan_recordable(const mp_cli_opts *o)
 {
-    return !(o->graph_json || o->params_as_inputs || o->data_inputs || o->buffers || o->topo_sort || o->no_infer);
+    return !(o->graph_json || o->params_as_inputs || o->data_inputs || o->buffers || o->no_infer);
 }
 
 static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
@@ -806,6 +806,7 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     if (o->optimizer >= 0) po->optimizer = (mp_opt_kind)o->optimizer;
     if (o->precision >= 0) po->precision = precisions[o->precision];
     if (o->micro_batches >= 0) po->micro_batches = (int)o->micro_batches;
+    po->topo_sort = o->topo_sort;
     snprintf(po->strategy, sizeof po->strategy, "%s", mp_cli_strategy_names[p->strategy]);
     po->budget_bytes = p->budget;
     po->reserve_bytes = p->reserve;
@@ -831,8 +832,8 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
 {
     if (!p->onnx || !plan_recordable(o)) {
         if (o->out_dir) {
-            mp_cli_error("-o: the plan records only --batch, --dim, --loss, --optimizer, --precision, --micro-batches "
-                         "(not --graph-json, --params-as-inputs, --data-inputs, --buffers, --topo-sort, --no-infer)");
+            mp_cli_error("-o: the plan records only --batch, --dim, --loss, --optimizer, --precision, --micro-batches, "
+                         "--topo-sort (not --graph-json, --params-as-inputs, --data-inputs, --buffers, --no-infer)");
             return MP_EXIT_USAGE;
         }
         return MP_EXIT_OK;

@@ -39,6 +39,7 @@ typedef struct mp_plan_opts {
     mp_opt_kind optimizer;
     mp_dtype precision;                    /* MP_FLOAT, MP_BFLOAT16, MP_FLOAT16 */
     int micro_batches;
+    bool topo_sort;                        /* the model's nodes are sorted on import (--topo-sort) */
     char strategy[32];                     /* "ilp", "none", ... (recorded only) */
     int64_t budget_bytes, reserve_bytes;   /* -1: none (recorded; the budget is verified) */
     double arena_seconds;                  /* the placement search's limit (not recorded: it moves no tensor's meaning) */

@@ -51,6 +51,10 @@ int mp_plan_opts_string(const mp_plan_opts *o, char *buf, size_t n)
                  ";reserve=%" PRId64, mp_plan_loss_names[o->loss], mp_plan_optimizer_names[o->optimizer],
                  mp_plan_precision_name(o->precision), o->micro_batches, o->strategy, o->budget_bytes,
                  o->reserve_bytes);
+    if (w >= 0 && (size_t)w < n - len && o->topo_sort) { /* only when set: older plans keep their fingerprints */
+        len += (size_t)w;
+        w = snprintf(buf + len, n - len, ";topo_sort=1");
+    }
     return w < 0 || (size_t)w >= n - len ? -1 : 0;
 }
 
@@ -115,7 +119,8 @@ mp_model *mp_plan_step_new(const char *path, const mp_plan_opts *o, mp_schedule 
 {
     s->order = NULL;
     s->n = 0;
-    mp_model *m = mp_onnx_load(path, err);
+    mp_onnx_opts lo = {.topo_sort = o->topo_sort};
+    mp_model *m = mp_onnx_load_with(path, &lo, err);
     if (!m) return NULL;
     mp_graph *g = m->graph;
     const char *names[MP_PLAN_MAX_DIMS];
@@ -228,8 +233,8 @@ static void write_json(FILE *f, const char *model_path, const char *abs, int64_t
             o->micro_batches);
     fprintf(f, "\"strategy\": ");
     put_str(f, o->strategy);
-    fprintf(f, ", \"budget_bytes\": %" PRId64 ", \"reserve_bytes\": %" PRId64 "},\n", o->budget_bytes,
-            o->reserve_bytes);
+    fprintf(f, ", \"budget_bytes\": %" PRId64 ", \"reserve_bytes\": %" PRId64 ", \"topo_sort\": %s},\n",
+            o->budget_bytes, o->reserve_bytes, o->topo_sort ? "true" : "false");
     fprintf(f, "  \"fingerprint\": \"%016" PRIx64 "\",\n", mp_plan_fingerprint(hash, o));
     fprintf(f, "  \"devices\": [{\"arena_bytes\": %" PRId64 ", \"lower_bound_bytes\": %" PRId64 "}],\n",
             info->arena_bytes, info->lower_bound);

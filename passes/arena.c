@@ -13,7 +13,7 @@ const char *const mp_arena_method_names[MP_ARENA_METHOD_COUNT] = {"by-size", "by
 
 mp_arena_opts mp_arena_defaults(void)
 {
-    return (mp_arena_opts){.alignment = 64, .time_limit = 5.0, .node_limit = 0, .search_max_buffers = 3000};
+    return (mp_arena_opts){.alignment = 16, .time_limit = 5.0, .node_limit = 0, .search_max_buffers = 3000};
 }
 
 static double now(void)

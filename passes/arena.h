@@ -2,7 +2,7 @@
  * one arena, so that buffers live at the same time never share an address.
  *
  *   mp_arena_buf b[] = {{.lower = 0, .upper = 3, .size = 4096}, ...};   // live over [lower, upper)
- *   mp_arena_opts o = mp_arena_defaults();            // 256-byte alignment, up to 5 s of search
+ *   mp_arena_opts o = mp_arena_defaults();            // 16-byte alignment, up to 5 s of search
  *   int64_t off[n];
  *   mp_arena_result r;
  *   if (mp_arena_assign(b, n, &o, off, &r, &err)) ...
@@ -49,7 +49,7 @@ typedef enum mp_arena_method {
 extern const char *const mp_arena_method_names[MP_ARENA_METHOD_COUNT];
 
 typedef struct mp_arena_opts {
-    int64_t alignment;          /* every offset a multiple of it, sizes padded to it; >= 1 (default 256) */
+    int64_t alignment;          /* every offset a multiple of it, sizes padded to it; >= 1 (default 16) */
     double time_limit;          /* seconds of search in all; 0 = heuristics only (default 5; it stops at the bound) */
     int64_t node_limit;         /* search nodes in all; 0 = no limit (default 0) */
     int32_t search_max_buffers; /* time-disjoint parts with more buffers are not searched (default 3000) */

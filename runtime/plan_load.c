@@ -70,6 +70,9 @@ static int load_options(loader *l, int32_t o, mp_plan_opts *po)
         need_int(l, o, "budget_bytes", &po->budget_bytes) || need_int(l, o, "reserve_bytes", &po->reserve_bytes))
         return -1;
     po->micro_batches = (int)mb;
+    int32_t ts = mp_jdoc_member(l->d, o, "topo_sort"); /* absent in plans written before it existed */
+    if (ts >= 0 && l->d->node[ts].type != MP_JBOOL) return mp_fail(l->err, "%s: plan option topo_sort is not a boolean", l->path);
+    po->topo_sort = ts >= 0 && l->d->node[ts].b;
     int32_t dims = need(l, o, "dims", MP_JOBJ);
     if (dims < 0) return -1;
     for (int32_t k = mp_jdoc_first(l->d, dims); k >= 0; k = mp_jdoc_next(l->d, dims, k)) {
