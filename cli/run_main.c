@@ -77,6 +77,10 @@ int main(int argc, char **argv)
         mp_plan_free(&p);
         return 2;
     }
+    const mp_exec_stats *st = mp_exec_get_stats(mp_plan_exec_executor(pe));
+    if (st->weights_absent)
+        fprintf(stderr, "memplan-run: %d weights have no data file (first: %s): seeded random instead\n", (int)st->weights_absent,
+                st->first_absent);
     double *loss = calloc((size_t)steps + 1, sizeof *loss), *secs = calloc((size_t)steps + 1, sizeof *secs);
     int rc = 0;
     for (int64_t s = 0; s < steps && !rc; s++) {

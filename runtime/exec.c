@@ -305,15 +305,25 @@ int mp_exec_load_weights(mp_exec *x, const mp_model *m, mp_err *err)
         const mp_data_ref *r = &v->data;
         int64_t end;
         if (r->offset < 0 || r->length < 0) return mp_fail(err, "weights: '%s' has a bad data reference", vname(x, id));
+        FILE *f = NULL;
+        char path[4096];
+        if (r->kind == MP_DATA_EXTERNAL) {
+            /* Weights are metadata to the planner, so their file may be absent:
+             * such a weight is left unbound, and the caller seeds it. */
+            snprintf(path, sizeof path, "%s/%s", g->model_dir ? g->model_dir : ".", r->location ? r->location : "");
+            if (!(f = fopen(path, "rb"))) {
+                if (!x->st.weights_absent++) snprintf(x->st.first_absent, sizeof x->st.first_absent, "%s", path);
+                continue;
+            }
+        }
         t->data = malloc((size_t)(x->bytes[id] ? x->bytes[id] : 1));
-        if (!t->data) return mp_fail(err, "weights: out of memory for '%s'", vname(x, id));
+        if (!t->data) {
+            if (f) fclose(f);
+            return mp_fail(err, "weights: out of memory for '%s'", vname(x, id));
+        }
         x->own[id] = OWN_WEIGHT;
         x->st.weight_bytes += x->bytes[id];
-        if (r->kind == MP_DATA_EXTERNAL) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s", g->model_dir ? g->model_dir : ".", r->location ? r->location : "");
-            FILE *f = fopen(path, "rb");
-            if (!f) return mp_fail(err, "weights: cannot open external data '%s' of '%s'", path, vname(x, id));
+        if (f) {
             bool ok = r->length == x->bytes[id] && fseek(f, (long)r->offset, SEEK_SET) == 0 &&
                       fread(t->data, 1, (size_t)r->length, f) == (size_t)r->length;
             fclose(f);

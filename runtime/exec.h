@@ -44,6 +44,8 @@ typedef struct mp_exec_stats {
     int32_t peak_node;      /* node at which that peak was reached */
     int64_t scratch_peak;   /* most kernel scratch one node used */
     int64_t weight_bytes;   /* initializers decoded by mp_exec_load_weights */
+    int32_t weights_absent; /* initializers whose external data file is absent: left to be seeded */
+    char first_absent[4096]; /* the first such file */
     int32_t nodes_run;
     int32_t folded_checked; /* outputs compared with their konst */
     int32_t folded_mismatch;

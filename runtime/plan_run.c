@@ -2,6 +2,7 @@
  * plan's order, every tensor at the plan's offset in one arena. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +41,17 @@ static void fill_seeded(mp_tensor *t, const mp_value *v, uint64_t seed)
     if (master) base[n - 7] = 0;
     if (v->role == MP_ROLE_OPT_STATE && !master) return; /* moments start at zero */
     uint64_t r = mp_plan_fnv1a(MP_PLAN_FNV_INIT, base, strlen(base)) ^ seed;
+    /* A matrix or filter gets PyTorch's default bound 1/sqrt(fan-in), so deep
+     * models keep sane activations; the fan-in is the product of all axes but
+     * the longer of the first and last (the output axis, in either layout). */
+    double bound = 0.1;
+    if ((v->role == MP_ROLE_PARAM || master) && t->rank >= 2 && t->numel > 0) {
+        int64_t out = t->dims[0] > t->dims[t->rank - 1] ? t->dims[0] : t->dims[t->rank - 1];
+        bound = 1.0 / sqrt((double)(t->numel / (out ? out : 1)));
+    }
     for (int64_t i = 0; i < t->numel; i++) {
         double u = (double)rng_next(&r) / 9007199254740992.0;
-        if (mp_dtype_is_float(t->dtype)) mp_tensor_set_f64(t, i, 0.2 * (2 * u - 1));
+        if (mp_dtype_is_float(t->dtype)) mp_tensor_set_f64(t, i, bound * (2 * u - 1));
         else mp_tensor_set_i64(t, i, (int64_t)(u * 10));
     }
 }

@@ -525,26 +525,32 @@ END_TEST
 
 /* ---- the plan is true: what memplan prints is what memplan-run measures ----------------- */
 
-/* memplan-run (beside memplan) on dir with --json, its stdout parsed into d. */
-static void run_plan(const char *dir, mp_jdoc *d)
+/* memplan-run (beside memplan) on dir with --json, its stdout parsed into d;
+ * its stderr, when errtext is not NULL, returned there (free it). */
+static void run_plan(const char *dir, mp_jdoc *d, char **errtext)
 {
-    char bin[512], cmd[1200], out[] = "/tmp/memplan_run_outXXXXXX";
+    char bin[512], cmd[1400], out[] = "/tmp/memplan_run_outXXXXXX", errf[] = "/tmp/memplan_run_errXXXXXX";
     snprintf(bin, sizeof bin, "%s", MEMPLAN_BIN);
     char *slash = strrchr(bin, '/');
     ck_assert_ptr_nonnull(slash);
     snprintf(slash + 1, sizeof bin - (size_t)(slash + 1 - bin), "memplan-run");
-    int fd = mkstemp(out);
+    int fd = mkstemp(out), fe = mkstemp(errf);
     ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(fe, 0);
     close(fd);
-    snprintf(cmd, sizeof cmd, "'%s' '%s' --steps 2 --json >%s 2>&1", bin, dir, out);
+    close(fe);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --steps 2 --json >%s 2>%s", bin, dir, out, errf);
     int rc = system(cmd);
-    size_t n;
-    char *text = slurp(out, &n);
+    size_t n, ne;
+    char *text = slurp(out, &n), *etext = slurp(errf, &ne);
     unlink(out);
-    ck_assert_msg(rc == 0, "memplan-run %s failed: %s", dir, text ? text : "");
+    unlink(errf);
+    ck_assert_msg(rc == 0, "memplan-run %s failed: %s", dir, etext ? etext : "");
     mp_err err = {{0}};
     ck_assert_msg(mp_jdoc_parse(text, n, d, &err) == 0, "%s: %s", err.msg, text);
     free(text);
+    if (errtext) *errtext = etext;
+    else free(etext);
 }
 
 /* Plans model at each budget (percentages, then the smallest feasible one the
@@ -579,7 +585,7 @@ static void check_true(const char *model, const char *const *dims, int ndims)
         ck_assert_msg(r.status == 0 || strstr(r.err, "plan.cu"), "%s at %s: %s", model, budgets[b], r.err);
         mp_jdoc d, m;
         parse_out(&r, &d);
-        run_plan(dir, &m);
+        run_plan(dir, &m, NULL);
         int64_t arena = jint(&d, "plan.arena_bytes"), measured = jint(&m, "measured_peak_bytes");
         ck_assert_msg(measured == arena, "%s at %s: memplan printed an arena of %lld bytes, memplan-run measured %lld",
                       model, budgets[b], (long long)arena, (long long)measured);
@@ -596,6 +602,41 @@ static void check_true(const char *model, const char *const *dims, int ndims)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
 }
+
+/* Weights are metadata to the planner: a model whose external data file is
+ * absent (gpt2_124m.onnx: "that file is never written") still plans and runs,
+ * its weights seeded, and memplan-run says so. */
+START_TEST(test_absent_weights_seeded)
+{
+    char dir[] = "/tmp/test_plan_absentXXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    run_result r = RUN(MODEL("gpt2_124m.onnx"), "--batch", "1", "--dim", "sequence=8", "--optimizer", "sgd",
+                       "--budget", "100%", "--reserve", "0", "--json", "-o", dir);
+    ck_assert_msg(r.status == 0 || strstr(r.err, "plan.cu"), "%s", r.err);
+    mp_jdoc d, m;
+    parse_out(&r, &d);
+    char *etext = NULL;
+    run_plan(dir, &m, &etext);
+    ck_assert_msg(etext && strstr(etext, "weights have no data file") && strstr(etext, "gpt2_124m.weights") &&
+                      strstr(etext, "seeded random instead"),
+                  "memplan-run said: %s", etext ? etext : "");
+    ck_assert_int_eq(jint(&m, "measured_peak_bytes"), jint(&d, "plan.arena_bytes"));
+    /* seeded at 1/sqrt(fan-in), the first loss is near log(50257) = 10.8 */
+    int32_t first = mp_jdoc_first(&m, path_get(&m, "steps"));
+    ck_assert_int_ge(first, 0);
+    int32_t at = mp_jdoc_member(&m, first, "loss");
+    ck_assert_msg(at >= 0 && m.node[at].type == MP_JNUM, "no loss in steps[0]");
+    double loss = m.node[at].num;
+    ck_assert_msg(loss > 5 && loss < 20, "first loss %g", loss);
+    free(etext);
+    mp_jdoc_free(&d);
+    mp_jdoc_free(&m);
+    run_free(&r);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
 
 START_TEST(test_plan_is_true)
 {
@@ -625,6 +666,7 @@ int main(void)
     tcase_add_test(tc, test_strategies_run);
     tcase_add_test(tc, test_batch_max);
     tcase_add_test(tc, test_plan_is_true);
+    tcase_add_test(tc, test_absent_weights_seeded);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
