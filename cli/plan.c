@@ -787,10 +787,10 @@ static int largest_batch(plan *p, const mp_cli_opts *o, bool want_plain, int64_t
 
 /* ---- the arena: every tensor at a fixed offset (codegen/plan.h) -------------------------- */
 
-/* The plan records only these options; the others change the step it could not rebuild. */
+/* A plan is of an ONNX model's training step, rebuilt from the options it records. */
 static bool plan_recordable(const mp_cli_opts *o)
 {
-    return !(o->graph_json || o->params_as_inputs || o->data_inputs || o->buffers || o->no_infer);
+    return !(o->graph_json || o->no_infer || o->inference);
 }
 
 static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
@@ -807,6 +807,9 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     if (o->precision >= 0) po->precision = precisions[o->precision];
     if (o->micro_batches >= 0) po->micro_batches = (int)o->micro_batches;
     po->topo_sort = o->topo_sort;
+    po->params_as_inputs = o->params_as_inputs;
+    snprintf(po->data_inputs, sizeof po->data_inputs, "%s", o->data_inputs ? o->data_inputs : "");
+    snprintf(po->buffers, sizeof po->buffers, "%s", o->buffers ? o->buffers : "");
     snprintf(po->strategy, sizeof po->strategy, "%s", mp_cli_strategy_names[p->strategy]);
     po->budget_bytes = p->budget;
     po->reserve_bytes = p->reserve;
@@ -832,11 +835,17 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
 {
     if (!p->onnx || !plan_recordable(o)) {
         if (o->out_dir) {
-            mp_cli_error("-o: the plan records only --batch, --dim, --loss, --optimizer, --precision, --micro-batches, "
-                         "--topo-sort (not --graph-json, --params-as-inputs, --data-inputs, --buffers, --no-infer)");
+            mp_cli_error("-o: a plan is of an ONNX model's training step (not --graph-json, --inference or --no-infer)");
             return MP_EXIT_USAGE;
         }
         return MP_EXIT_OK;
+    }
+    mp_plan_opts cap;
+    if ((o->data_inputs && strlen(o->data_inputs) >= sizeof cap.data_inputs) ||
+        (o->buffers && strlen(o->buffers) >= sizeof cap.buffers)) {
+        mp_cli_error("-o: the plan records --data-inputs up to %zu bytes and --buffers up to %zu bytes of names",
+                     sizeof cap.data_inputs - 1, sizeof cap.buffers - 1);
+        return MP_EXIT_USAGE;
     }
     for (int round = 0;; round++) {
         mp_plan_opts po;

@@ -9,15 +9,15 @@
  *
  * The writer computes the lifetimes of the applied graph, gives every buffer
  * (persistent ones included, live over the whole step) a static offset in one
- * arena (mp_arena_assign, 256-byte alignment), checks it with
+ * arena (mp_arena_assign, 16-byte alignment), checks it with
  * mp_offsets_verify, and writes plan.json through a temporary file and a
  * rename, so a failure never leaves a partial plan.
  *
- * The step is built "as executed": a Transpose output is a view of its input
- * in PyTorch's accounting (passes/train.c), but not the same bytes, so
- * mp_plan_step_new gives it its own buffer. Views that are byte-identical
- * (Reshape, Flatten, Squeeze, Unsqueeze, Identity) keep sharing their owner's
- * bytes. The step keeps the loss and every parameter gradient to the end.
+ * The step is built "as executed": views that are byte-identical (Reshape,
+ * Flatten, Squeeze, Unsqueeze, Identity) share their owner's bytes, and so
+ * does a Transpose of the last two axes read only by GEMMs (MP_VAL_TVIEW:
+ * the GEMM reads it transposed); any other Transpose gets its own buffer.
+ * The step keeps the loss and every parameter gradient to the end.
  */
 #ifndef MP_PLAN_H
 #define MP_PLAN_H
@@ -40,6 +40,9 @@ typedef struct mp_plan_opts {
     mp_dtype precision;                    /* MP_FLOAT, MP_BFLOAT16, MP_FLOAT16 */
     int micro_batches;
     bool topo_sort;                        /* the model's nodes are sorted on import (--topo-sort) */
+    bool params_as_inputs;                 /* --params-as-inputs */
+    char data_inputs[1024];                /* --data-inputs A,B ("": not given) */
+    char buffers[4096];                    /* --buffers A,B ("": not given) */
     char strategy[32];                     /* "ilp", "none", ... (recorded only) */
     int64_t budget_bytes, reserve_bytes;   /* -1: none (recorded; the budget is verified) */
     double arena_seconds;                  /* the placement search's limit (not recorded: it moves no tensor's meaning) */

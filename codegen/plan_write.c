@@ -51,9 +51,15 @@ int mp_plan_opts_string(const mp_plan_opts *o, char *buf, size_t n)
                  ";reserve=%" PRId64, mp_plan_loss_names[o->loss], mp_plan_optimizer_names[o->optimizer],
                  mp_plan_precision_name(o->precision), o->micro_batches, o->strategy, o->budget_bytes,
                  o->reserve_bytes);
-    if (w >= 0 && (size_t)w < n - len && o->topo_sort) { /* only when set: older plans keep their fingerprints */
+    /* each only when set: older plans keep their fingerprints */
+    if (w >= 0 && (size_t)w < n - len && o->topo_sort) {
         len += (size_t)w;
         w = snprintf(buf + len, n - len, ";topo_sort=1");
+    }
+    if (w >= 0 && (size_t)w < n - len && (o->params_as_inputs || o->data_inputs[0] || o->buffers[0])) {
+        len += (size_t)w;
+        w = snprintf(buf + len, n - len, ";params_as_inputs=%d;data_inputs=%s;buffers=%s", o->params_as_inputs,
+                     o->data_inputs, o->buffers);
     }
     return w < 0 || (size_t)w >= n - len ? -1 : 0;
 }
@@ -84,7 +90,7 @@ int mp_plan_hash_file(const char *path, uint64_t *hash, int64_t *size, mp_err *e
 
 uint64_t mp_plan_fingerprint(uint64_t model_hash, const mp_plan_opts *o)
 {
-    char s[2048];
+    char s[8192];
     int n = snprintf(s, sizeof s, "%016" PRIx64 "|", model_hash);
     if (mp_plan_opts_string(o, s + n, sizeof s - (size_t)n)) s[n] = 0;
     return mp_plan_fnv1a(MP_PLAN_FNV_INIT, s, strlen(s));
@@ -115,6 +121,23 @@ int mp_plan_step_outputs(mp_graph *g, mp_err *err)
     return 0;
 }
 
+/* A comma-separated list as train.h takes it (NULL-terminated, in g's
+ * arena); NULL for "". */
+static const char *const *name_list(mp_graph *g, const char *list)
+{
+    if (!*list) return NULL;
+    const char **names = mp_arena_alloc(g->arena, (strlen(list) + 2) * sizeof *names); /* one per byte at most */
+    if (!names) return NULL;
+    int n = 0;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len) names[n++] = mp_arena_strndup(g->arena, p, len);
+        p += len + (p[len] == ',');
+    }
+    names[n] = NULL;
+    return names;
+}
+
 mp_model *mp_plan_step_new(const char *path, const mp_plan_opts *o, mp_schedule *s, mp_err *err)
 {
     s->order = NULL;
@@ -131,6 +154,9 @@ mp_model *mp_plan_step_new(const char *path, const mp_plan_opts *o, mp_schedule 
     t.optimizer = o->optimizer;
     t.precision = o->precision;
     t.micro_batches = o->micro_batches;
+    t.params_as_inputs = o->params_as_inputs;
+    t.data_inputs = name_list(g, o->data_inputs);
+    t.buffers = name_list(g, o->buffers);
     if (mp_bind_dims(g, &b, err) || mp_infer(g, err) || mp_train_build(g, &t, err)) goto fail;
     if (mp_plan_step_outputs(g, err) || mp_schedule_graph_order(g, s, err)) goto fail;
     return m;
@@ -233,8 +259,13 @@ static void write_json(FILE *f, const char *model_path, const char *abs, int64_t
             o->micro_batches);
     fprintf(f, "\"strategy\": ");
     put_str(f, o->strategy);
-    fprintf(f, ", \"budget_bytes\": %" PRId64 ", \"reserve_bytes\": %" PRId64 ", \"topo_sort\": %s},\n",
+    fprintf(f, ", \"budget_bytes\": %" PRId64 ", \"reserve_bytes\": %" PRId64 ", \"topo_sort\": %s",
             o->budget_bytes, o->reserve_bytes, o->topo_sort ? "true" : "false");
+    fprintf(f, ", \"params_as_inputs\": %s, \"data_inputs\": ", o->params_as_inputs ? "true" : "false");
+    put_str(f, o->data_inputs);
+    fprintf(f, ", \"buffers\": ");
+    put_str(f, o->buffers);
+    fprintf(f, "},\n");
     fprintf(f, "  \"fingerprint\": \"%016" PRIx64 "\",\n", mp_plan_fingerprint(hash, o));
     fprintf(f, "  \"devices\": [{\"arena_bytes\": %" PRId64 ", \"lower_bound_bytes\": %" PRId64 "}],\n",
             info->arena_bytes, info->lower_bound);

@@ -73,6 +73,21 @@ static int load_options(loader *l, int32_t o, mp_plan_opts *po)
     int32_t ts = mp_jdoc_member(l->d, o, "topo_sort"); /* absent in plans written before it existed */
     if (ts >= 0 && l->d->node[ts].type != MP_JBOOL) return mp_fail(l->err, "%s: plan option topo_sort is not a boolean", l->path);
     po->topo_sort = ts >= 0 && l->d->node[ts].b;
+    /* the role options, also optional (absent before they were recorded) */
+    int32_t pi = mp_jdoc_member(l->d, o, "params_as_inputs");
+    if (pi >= 0 && l->d->node[pi].type != MP_JBOOL)
+        return mp_fail(l->err, "%s: plan option params_as_inputs is not a boolean", l->path);
+    po->params_as_inputs = pi >= 0 && l->d->node[pi].b;
+    struct { const char *key; char *dst; size_t cap; } lists[] = {
+        {"data_inputs", po->data_inputs, sizeof po->data_inputs}, {"buffers", po->buffers, sizeof po->buffers}};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        int32_t v = mp_jdoc_member(l->d, o, lists[i].key);
+        if (v < 0) continue;
+        if (l->d->node[v].type != MP_JSTR || (size_t)l->d->node[v].len >= lists[i].cap)
+            return mp_fail(l->err, "%s: plan option %s is not a string of at most %zu bytes", l->path, lists[i].key,
+                           lists[i].cap - 1);
+        memcpy(lists[i].dst, l->d->node[v].str, (size_t)l->d->node[v].len + 1);
+    }
     int32_t dims = need(l, o, "dims", MP_JOBJ);
     if (dims < 0) return -1;
     for (int32_t k = mp_jdoc_first(l->d, dims); k >= 0; k = mp_jdoc_next(l->d, dims, k)) {

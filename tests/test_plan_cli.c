@@ -649,6 +649,13 @@ START_TEST(test_plan_is_true)
         return;
     }
     check_true(mnist, NULL, 0);
+    /* weights as graph inputs: the plan records --params-as-inputs and the run rebuilds the same step */
+    const char *eval = MEMPLAN_SHARED "/models/third-party/ort-training/eval_model.onnx";
+    if (access(eval, R_OK)) {
+        printf("  skipped: %s is absent\n", eval);
+        return;
+    }
+    check_true(eval, (const char *[]){"--batch", "4", "--dim", "input-0_dim1=784", "--params-as-inputs"}, 5);
 }
 END_TEST
 
