@@ -18,6 +18,7 @@ static const struct {
     [MP_OPT_PARAMS_AS_INPUTS] = {"--params-as-inputs", NULL, "count float graph inputs other than the data inputs as parameters (export_params=False)"},
     [MP_OPT_DATA_INPUTS] = {"--data-inputs", "A,B", "the data inputs, for --params-as-inputs (implies it; default: inputs whose first dimension is not fixed)"},
     [MP_OPT_BUFFERS] = {"--buffers", "A,B", "count these initializers (or parameter inputs) as buffers, not parameters"},
+    [MP_OPT_CONSTANTS_AS_PARAMS] = {"--constants-as-params", NULL, "count float Constant nodes of 2+ elements as parameters (weights exported as Constants, e.g. Paddle2ONNX)"},
     [MP_OPT_NO_INFER] = {"--no-infer", NULL, "skip shape inference: shapes only as the file declares them"},
     [MP_OPT_TOPO_SORT] = {"--topo-sort", NULL, "sort nodes topologically (stably) first, for files that list them out of order"},
     [MP_OPT_OPTIMIZER] = {"--optimizer", "NAME", "sgd, momentum, adam, adamw (default) or adafactor"},
@@ -256,6 +257,7 @@ static int set_option(mp_cli_opts *o, int id, const char *val)
     }
     case MP_OPT_DOT_LEVEL: return parse_choice(name, val, mp_viz_level_names, &o->dot_level);
     case MP_OPT_PARAMS_AS_INPUTS: o->params_as_inputs = true; return 0;
+    case MP_OPT_CONSTANTS_AS_PARAMS: o->constants_as_params = true; return 0;
     case MP_OPT_NO_INFER: o->no_infer = true; return 0;
     case MP_OPT_TOPO_SORT: o->topo_sort = true; return 0;
     default: return mp_cli_plan_option(o, id, val);

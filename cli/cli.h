@@ -61,6 +61,7 @@ typedef enum mp_cli_opt_id {
     MP_OPT_PARAMS_AS_INPUTS,
     MP_OPT_DATA_INPUTS,
     MP_OPT_BUFFERS,
+    MP_OPT_CONSTANTS_AS_PARAMS,
     MP_OPT_NO_INFER,
     MP_OPT_TOPO_SORT,
     MP_OPT_OPTIMIZER,
@@ -95,6 +96,7 @@ typedef struct mp_cli_opts {
     int64_t dim_values[MP_CLI_MAX_DIMS];
     bool json;
     bool params_as_inputs;
+    bool constants_as_params;                /* --constants-as-params: mp_train_opts.constants_as_params */
     bool no_infer;
     bool topo_sort;                          /* --topo-sort: mp_onnx_opts.topo_sort */
     const char *data_inputs;                 /* comma-separated names, NULL when not given */

@@ -12,7 +12,7 @@
 
 #define INSPECT_OPTS                                                                                                 \
     (MP_OPT_BIT(BATCH) | MP_OPT_BIT(DIM) | MP_OPT_BIT(JSON) | MP_OPT_BIT(PARAMS_AS_INPUTS) | MP_OPT_BIT(DATA_INPUTS) | \
-     MP_OPT_BIT(BUFFERS) | MP_OPT_BIT(NO_INFER) | MP_OPT_BIT(TOPO_SORT))
+     MP_OPT_BIT(BUFFERS) | MP_OPT_BIT(CONSTANTS_AS_PARAMS) | MP_OPT_BIT(NO_INFER) | MP_OPT_BIT(TOPO_SORT))
 #define LARGEST_N 10
 
 const char *const mp_role_names[MP_ROLE_COUNT] = {
@@ -60,6 +60,7 @@ mp_train_opts mp_cli_train_opts(mp_graph *g, const mp_cli_opts *o)
 {
     mp_train_opts t = mp_train_defaults();
     t.params_as_inputs = o->params_as_inputs;
+    t.constants_as_params = o->constants_as_params;
     t.data_inputs = name_list(g, o->data_inputs);
     t.buffers = name_list(g, o->buffers);
     return t;

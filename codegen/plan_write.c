@@ -56,6 +56,10 @@ int mp_plan_opts_string(const mp_plan_opts *o, char *buf, size_t n)
         len += (size_t)w;
         w = snprintf(buf + len, n - len, ";topo_sort=1");
     }
+    if (w >= 0 && (size_t)w < n - len && o->constants_as_params) {
+        len += (size_t)w;
+        w = snprintf(buf + len, n - len, ";constants_as_params=1");
+    }
     if (w >= 0 && (size_t)w < n - len && (o->params_as_inputs || o->data_inputs[0] || o->buffers[0])) {
         len += (size_t)w;
         w = snprintf(buf + len, n - len, ";params_as_inputs=%d;data_inputs=%s;buffers=%s", o->params_as_inputs,
@@ -155,6 +159,7 @@ mp_model *mp_plan_step_new(const char *path, const mp_plan_opts *o, mp_schedule 
     t.precision = o->precision;
     t.micro_batches = o->micro_batches;
     t.params_as_inputs = o->params_as_inputs;
+    t.constants_as_params = o->constants_as_params;
     t.data_inputs = name_list(g, o->data_inputs);
     t.buffers = name_list(g, o->buffers);
     if (mp_bind_dims(g, &b, err) || mp_infer(g, err) || mp_train_build(g, &t, err)) goto fail;
@@ -261,7 +266,8 @@ static void write_json(FILE *f, const char *model_path, const char *abs, int64_t
     put_str(f, o->strategy);
     fprintf(f, ", \"budget_bytes\": %" PRId64 ", \"reserve_bytes\": %" PRId64 ", \"topo_sort\": %s",
             o->budget_bytes, o->reserve_bytes, o->topo_sort ? "true" : "false");
-    fprintf(f, ", \"params_as_inputs\": %s, \"data_inputs\": ", o->params_as_inputs ? "true" : "false");
+    fprintf(f, ", \"params_as_inputs\": %s, \"constants_as_params\": %s, \"data_inputs\": ",
+            o->params_as_inputs ? "true" : "false", o->constants_as_params ? "true" : "false");
     put_str(f, o->data_inputs);
     fprintf(f, ", \"buffers\": ");
     put_str(f, o->buffers);

@@ -28,8 +28,48 @@ static bool named_buffer(const mp_train_opts *o, const char *name)
     return false;
 }
 
+/* A float Constant of two or more elements becomes an initializer: the
+ * weights of exporters that write them as Constant nodes (Paddle2ONNX). A
+ * scalar stays a Constant: a Clip bound, an epsilon, a scale. */
+static const mp_tensor *weight_constant(const mp_node *n)
+{
+    const mp_attr *a = node_is(n, "Constant") && n->nout == 1 && n->out[0] >= 0 ? mp_node_attr(n, "value") : NULL;
+    const mp_tensor *t = a && a->type == MP_ATTR_TENSOR && a->tensors ? a->tensors[0] : NULL;
+    return t && mp_dtype_is_float(t->dtype) && t->numel >= 2 && t->rank <= MP_MAX_RANK ? t : NULL;
+}
+
+static int constants_to_initializers(mp_graph *g, mp_err *err)
+{
+    int32_t k = 0, nnew = 0;
+    int32_t *inits = mp_arena_alloc(g->arena, (size_t)(g->ninits + g->nnodes + 1) * sizeof *inits);
+    if (!inits) return mp_fail(err, "out of memory");
+    if (g->ninits) memcpy(inits, g->inits, (size_t)g->ninits * sizeof *inits);
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        const mp_tensor *t = weight_constant(n);
+        if (!t) {
+            g->nodes[k++] = *n;
+            continue;
+        }
+        mp_value *v = &g->values[n->out[0]];
+        mp_dim d[MP_MAX_RANK];
+        for (int r = 0; r < t->rank; r++) d[r] = mp_dim_of(t->dims[r]);
+        mp_value_set(g, n->out[0], t->dtype, t->rank, d);
+        v->flags |= MP_VAL_INITIALIZER;
+        v->data.kind = t->data ? MP_DATA_INLINE : MP_DATA_NONE; /* bytes not decoded: seeded when run */
+        v->konst = t->data ? (mp_tensor *)t : NULL;
+        inits[g->ninits + nnew++] = n->out[0];
+    }
+    if (!nnew) return 0;
+    g->nnodes = k;
+    g->inits = inits;
+    g->ninits += nnew;
+    return mp_graph_link(g, err);
+}
+
 int mp_train_classify(mp_graph *g, const mp_train_opts *o, mp_err *err)
 {
+    if (o->constants_as_params && constants_to_initializers(g, err)) return -1;
     for (int32_t i = 0; i < g->nvalues; i++) g->values[i].role = MP_ROLE_ACTIVATION;
     /* inputs: data unless params_as_inputs names a float input with a fixed first dim, or data_inputs lists them */
     bool as_params = o->params_as_inputs || o->data_inputs;
@@ -131,7 +171,10 @@ static int32_t build_loss(mp_ad *ad, mp_loss_kind kind, int32_t y)
     mp_graph *g = ad->g;
     const mp_value *v = &g->values[y];
     if (!mp_dtype_is_float(v->dtype)) return mp_fail(ad->err, "output '%s' is not a float tensor", v->name);
-    mp_dim c = v->rank >= 2 ? mp_dim_resolve(g, v->dims[v->rank - 1]) : MP_DIM_UNKNOWN;
+    /* classes: the last axis of [N, C] and of a sequence's [N, T, V]; axis 1
+     * of an image-shaped [N, C, H, W, ..] (segmentation, as PyTorch's loss) */
+    int axis = v->rank >= 4 ? 1 : v->rank - 1;
+    mp_dim c = v->rank >= 2 ? mp_dim_resolve(g, v->dims[axis]) : MP_DIM_UNKNOWN;
     if (kind == MP_LOSS_AUTO) kind = c.v > 1 ? MP_LOSS_XENT : MP_LOSS_MSE;
     if (kind == MP_LOSS_SUM) return reduce_all(ad, "ReduceSum", y);
     if (kind == MP_LOSS_MSE) {
@@ -143,12 +186,14 @@ static int32_t build_loss(mp_ad *ad, mp_loss_kind kind, int32_t y)
         return s < 0 ? -1 : reduce_all(ad, "ReduceMean", s);
     }
     if (c.v < 1) return mp_fail(ad->err, "cross-entropy needs logits [.., C] with a known C; '%s' is not", v->name);
-    /* SoftmaxCrossEntropyLoss takes classes on axis 1: flatten to [N, C] and labels to [N] */
+    /* SoftmaxCrossEntropyLoss takes classes on axis 1 and labels of the other
+     * axes: as given for [N, C, d..], else flattened to [N, C] and [N] */
     mp_dim ldims[MP_MAX_RANK];
-    for (int i = 0; i + 1 < v->rank; i++) ldims[i] = v->dims[i];
+    for (int i = 0, k = 0; i < v->rank; i++)
+        if (i != axis) ldims[k++] = v->dims[i];
     int32_t labels = add_input(ad, "labels", MP_INT64, v->rank - 1, ldims);
     int32_t scores = y, lab = labels;
-    if (v->rank > 2) {
+    if (axis != 1) {
         int64_t s2[2] = {-1, c.v}, s1[1] = {-1};
         int32_t a[2] = {y, ad_const_ints(ad, s2, 2)}, b[2] = {labels, ad_const_ints(ad, s1, 1)};
         if (a[1] < 0 || b[1] < 0) return -1;
@@ -322,7 +367,14 @@ int mp_train_build(mp_graph *g, const mp_train_opts *o, mp_err *err)
     if (mp_train_classify(g, o, err)) return -1;
     int64_t nparams = 0;
     for (int32_t i = 0; i < g->nvalues; i++) nparams += g->values[i].role == MP_ROLE_PARAM;
-    if (!nparams) return mp_fail(err, "the model has no parameters (float initializers) to train");
+    if (!nparams) {
+        int32_t nconst = 0; /* exporters that write weights as Constant nodes */
+        for (int32_t i = 0; i < g->nnodes; i++) nconst += weight_constant(&g->nodes[i]) != NULL;
+        if (nconst)
+            return mp_fail(err, "the model has no parameters (float initializers) to train; its %d float Constant "
+                                "tensors may be its weights (--constants-as-params trains them)", (int)nconst);
+        return mp_fail(err, "the model has no parameters (float initializers) to train");
+    }
     for (int32_t i = 0; i < g->nnodes; i++)
         if (g->nodes[i].op < 0)
             return mp_fail(err, "node '%s' (%s) was not inferred: run mp_infer first", g->nodes[i].name,

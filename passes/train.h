@@ -27,6 +27,7 @@ typedef struct mp_train_opts {
     bool params_as_inputs;    /* float graph inputs other than data inputs are parameters */
     const char *const *data_inputs; /* names of the data inputs (implies params_as_inputs); NULL-terminated or NULL */
     const char *const *buffers; /* extra value names that are buffers, not parameters; NULL-terminated or NULL */
+    bool constants_as_params; /* float Constant nodes of 2+ elements are initializers (weights exported as Constants) */
 } mp_train_opts;
 
 mp_train_opts mp_train_defaults(void);
@@ -36,7 +37,9 @@ mp_train_opts mp_train_defaults(void);
 int mp_train_build(mp_graph *g, const mp_train_opts *o, mp_err *err);
 
 /* Marks parameters, buffers, constants and data inputs of an imported graph
- * (value->role), as inspect reports them; mp_train_build calls it first. */
+ * (value->role), as inspect reports them; mp_train_build calls it first.
+ * With constants_as_params it first turns those Constant nodes into
+ * initializers (the graph loses the nodes; ONNX gives both one meaning). */
 int mp_train_classify(mp_graph *g, const mp_train_opts *o, mp_err *err);
 
 /* Forward values the backward reads (saved activations, parameters excluded). */

@@ -74,10 +74,14 @@ static int load_options(loader *l, int32_t o, mp_plan_opts *po)
     if (ts >= 0 && l->d->node[ts].type != MP_JBOOL) return mp_fail(l->err, "%s: plan option topo_sort is not a boolean", l->path);
     po->topo_sort = ts >= 0 && l->d->node[ts].b;
     /* the role options, also optional (absent before they were recorded) */
-    int32_t pi = mp_jdoc_member(l->d, o, "params_as_inputs");
-    if (pi >= 0 && l->d->node[pi].type != MP_JBOOL)
-        return mp_fail(l->err, "%s: plan option params_as_inputs is not a boolean", l->path);
-    po->params_as_inputs = pi >= 0 && l->d->node[pi].b;
+    struct { const char *key; bool *dst; } flags[] = {{"params_as_inputs", &po->params_as_inputs},
+                                                      {"constants_as_params", &po->constants_as_params}};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        int32_t v = mp_jdoc_member(l->d, o, flags[i].key);
+        if (v >= 0 && l->d->node[v].type != MP_JBOOL)
+            return mp_fail(l->err, "%s: plan option %s is not a boolean", l->path, flags[i].key);
+        *flags[i].dst = v >= 0 && l->d->node[v].b;
+    }
     struct { const char *key; char *dst; size_t cap; } lists[] = {
         {"data_inputs", po->data_inputs, sizeof po->data_inputs}, {"buffers", po->buffers, sizeof po->buffers}};
     for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {

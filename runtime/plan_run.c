@@ -29,10 +29,31 @@ static uint64_t rng_next(uint64_t *r)
     return *r >> 11;
 }
 
+/* The exclusive upper bound an integer input must stay under to be a valid
+ * index for every node that reads it as one: Gather's indices (the length of
+ * the gathered axis), a loss's labels (the class count); 10 otherwise. */
+static int64_t index_bound(const mp_graph *g, const mp_value *v, int32_t id)
+{
+    int64_t bound = 10;
+    for (int32_t c = 0; c < v->ncons; c++) {
+        const mp_node *n = &g->nodes[v->cons[c]];
+        const mp_value *data = n->nin > 0 && n->in[0] >= 0 ? &g->values[n->in[0]] : NULL;
+        if (!data || n->nin < 2 || n->in[1] != id) continue;
+        int64_t axis = -1;
+        if (!strcmp(n->op_type, "Gather")) axis = mp_attr_int(n, "axis", 0);
+        else if (!strcmp(n->op_type, "SoftmaxCrossEntropyLoss") || !strcmp(n->op_type, "NegativeLogLikelihoodLoss")) axis = 1;
+        else continue;
+        if (axis < 0) axis += data->rank;
+        if (axis >= 0 && axis < data->rank && data->dims[axis].v > 0 && data->dims[axis].v < bound)
+            bound = data->dims[axis].v;
+    }
+    return bound;
+}
+
 /* Seeded contents, from the value's name: the same name gets the same bits in
  * every step built from the model, whatever its value id. A ".master" copy
- * gets its parameter's values (in fp32). */
-static void fill_seeded(mp_tensor *t, const mp_value *v, uint64_t seed)
+ * gets its parameter's values (in fp32). Integers lie in [0, ibound). */
+static void fill_seeded(mp_tensor *t, const mp_value *v, uint64_t seed, int64_t ibound)
 {
     char base[512];
     snprintf(base, sizeof base, "%s", v->name);
@@ -52,7 +73,7 @@ static void fill_seeded(mp_tensor *t, const mp_value *v, uint64_t seed)
     for (int64_t i = 0; i < t->numel; i++) {
         double u = (double)rng_next(&r) / 9007199254740992.0;
         if (mp_dtype_is_float(t->dtype)) mp_tensor_set_f64(t, i, bound * (2 * u - 1));
-        else mp_tensor_set_i64(t, i, (int64_t)(u * 10));
+        else mp_tensor_set_i64(t, i, (int64_t)(u * (double)ibound));
     }
 }
 
@@ -89,7 +110,7 @@ int mp_plan_bind_inputs(mp_exec *x, mp_graph *g, void *arena, const int64_t *off
         } else if (src && src->data && src->numel == t->numel && src->dtype == t->dtype) {
             memcpy(t->data, src->data, (size_t)val->bytes);
         } else {
-            fill_seeded(t, val, seed);
+            fill_seeded(t, val, seed, index_bound(g, val, v));
         }
         if (mp_exec_bind(x, v, t, err)) goto done;
     }

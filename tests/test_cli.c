@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/json.c" /* the writer itself, for the escaping tests */
+#include "onnx.pb-c.h"  /* onnx__model_proto__unpack: counting Constants independently */
 #include "run_memplan.h" /* defines: RUN, run_result, run_free */
 
 
@@ -677,6 +678,56 @@ START_TEST(third_party_models_give_valid_json_or_clean_errors)
 }
 END_TEST
 
+/* PP-OCR (Paddle2ONNX) writes its weights as Constant nodes: without
+ * --constants-as-params the model has nothing to train and the error says
+ * which flag trains it; with it, the float Constants of 2+ elements, counted
+ * here from the protobuf itself, are the parameters and buffers. */
+START_TEST(constants_as_params)
+{
+    const char *path = MEMPLAN_SHARED "/models/third-party/ppocr-v4/ch_ppocr_mobile_v2.0_cls_infer.onnx";
+    if (!file_exists(path)) {
+        printf("skip: %s absent\n", path);
+        return;
+    }
+    size_t n;
+    char *bytes = slurp(path, &n);
+    ck_assert_ptr_nonnull(bytes);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, n, (const uint8_t *)bytes);
+    ck_assert_ptr_nonnull(m);
+    long long want = 0;
+    for (size_t i = 0; i < m->graph->n_node; i++) {
+        const Onnx__NodeProto *nd = m->graph->node[i];
+        if (strcmp(nd->op_type, "Constant") || nd->n_attribute != 1 || !nd->attribute[0]->t) continue;
+        const Onnx__TensorProto *t = nd->attribute[0]->t;
+        long long numel = 1;
+        for (size_t d = 0; d < t->n_dims; d++) numel *= t->dims[d];
+        if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && numel >= 2) want += numel;
+    }
+    onnx__model_proto__free_unpacked(m, NULL);
+    free(bytes);
+    ck_assert_int_gt(want, 0);
+
+    const char *dims[] = {"--dim", "p2o.DynamicDimension.1=48", "--dim", "p2o.DynamicDimension.2=192"};
+    run_result r = RUN(path, "--batch", "2", dims[0], dims[1], dims[2], dims[3]);
+    ck_assert_msg(r.status == 2 && r.outlen == 0 && count_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "--constants-as-params"));
+    run_free(&r);
+
+    r = RUN("inspect", path, "--json", "--constants-as-params");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    long long params = jint(r.out, "parameters.count"), buffers = jint(r.out, "buffers.count");
+    ck_assert_int_gt(params, 0);
+    ck_assert_int_gt(buffers, 0); /* BatchNorm statistics */
+    ck_assert_int_eq(params + buffers, want);
+    run_free(&r);
+
+    r = RUN(path, "--batch", "2", dims[0], dims[1], dims[2], dims[3], "--constants-as-params", "--json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_int_eq(jint(r.out, "memory.totals.gradients"), 4 * params); /* one fp32 gradient per parameter */
+    run_free(&r);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -697,6 +748,7 @@ static Suite *cli_suite(void)
     tcase_add_test(t, memory_json_extends_inspect);
     tcase_add_loop_test(t, own_model_counts, 0, (int)(sizeof own_models / sizeof *own_models));
     tcase_add_test(t, third_party_models_give_valid_json_or_clean_errors);
+    tcase_add_test(t, constants_as_params);
     suite_add_tcase(s, t);
     return s;
 }
