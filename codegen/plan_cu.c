@@ -1,11 +1,17 @@
 /* plan_cu.c - OUT/plan.cu and OUT/Makefile: the plan as CUDA C. The tensor
- * table (offsets, shapes) and the instruction stream are static tables that
- * runtime/cuda/memplan_cuda.cu runs in one cudaMalloc of the arena. An op the
- * CUDA runtime has no kernel for (or a case of it) fails codegen naming the
- * op and the node: nothing is ever skipped silently. */
+ * table (offsets, shapes, how each starts) and the instruction stream are
+ * static tables that runtime/cuda/ runs in one cudaMalloc of the arena.
+ *
+ * Lowering: a row of ops[] turns one node of the step into runtime
+ * instructions (runtime/cuda/memplan_cuda.h), with all index math done here:
+ * strided views (broadcasts, transposes, slices, concatenation, transposed
+ * views), GEMM descriptors (transpose flags, strides, batch), window geometry.
+ * An op the runtime has no kernel for, or a case a row does not cover, fails
+ * codegen naming the op and the node: nothing is ever skipped silently. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,59 +19,864 @@
 
 #include "codegen/plan.h"
 #include "runtime/cuda/memplan_cuda.h"
-#include "runtime/kernels.h" /* mp_elem_size */
+#include "runtime/cuda/mp_cu_kernels.h" /* defines: the p[] layouts (GM_*, W_*, SCE_*, BN_*) */
+#include "runtime/kernels.h"            /* defines: mp_elem_size */
 
-/* The op table: ONNX/training op -> CUDA runtime op. */
-static const struct {
-    const char *op_type;
-    int code;
-} cu_ops[] = {
-    {"Constant", MP_CU_CONSTANT},
-    {"Gemm", MP_CU_GEMM},
-    {"Relu", MP_CU_RELU},
-    {"ReluGrad", MP_CU_RELU_GRAD},
-    {"SoftmaxCrossEntropyLoss", MP_CU_SCE_LOSS},
-    {"SoftmaxCrossEntropyGrad", MP_CU_SCE_GRAD},
-    {"SumToShape", MP_CU_SUM_TO_SHAPE},
-    {"AdamUpdate", MP_CU_ADAM},
-};
+typedef struct cg {
+    const mp_graph *g;
+    const int32_t *tix;      /* value id -> tensor index, -1: holds no memory */
+    const int64_t *off;      /* value id -> arena offset (aliases share their owner's) */
+    mp_cu_instr *ins;
+    const mp_tensor **kon;   /* per instruction: MP_CU_CONSTANT's contents */
+    int32_t n, cap;
+    int32_t step, node_id;   /* the node being lowered: its schedule step and graph id */
+    int64_t ws;              /* workspace bytes the instructions need */
+} cg;
 
-static const mp_value *in_val(const mp_graph *g, const mp_node *n, int k)
+typedef const char *(*lower_fn)(cg *c, const mp_node *n);
+
+/* ---- values --------------------------------------------------------------------- */
+
+static int32_t vin(const mp_node *n, int k) { return k < n->nin ? n->in[k] : -1; }
+static int32_t vout(const mp_node *n, int k) { return k < n->nout ? n->out[k] : -1; }
+static const mp_value *V(const cg *c, int32_t id) { return &c->g->values[id]; }
+static int64_t dim(const cg *c, int32_t id, int a) { return V(c, id)->dims[a].v; }
+static bool tview(const cg *c, int32_t id) { return id >= 0 && (V(c, id)->flags & MP_VAL_TVIEW); }
+
+static int64_t numel(const cg *c, int32_t id)
 {
-    return k < n->nin && n->in[k] >= 0 ? &g->values[n->in[k]] : NULL;
+    int64_t n = 1;
+    for (int a = 0; a < V(c, id)->rank; a++) n *= dim(c, id, a);
+    return n;
 }
 
-/* Why the runtime's kernel cannot run this node, or NULL when it can. */
-static const char *unsupported_case(const mp_graph *g, const mp_node *n, int code)
+static void contiguous(int r, const int64_t *dims, int64_t *str)
 {
+    for (int64_t a = r - 1, s = 1; a >= 0; a--) str[a] = s, s *= dims[a];
+}
+
+static int dims_of(const cg *c, int32_t id, int64_t *d)
+{
+    for (int a = 0; a < V(c, id)->rank; a++) d[a] = dim(c, id, a);
+    return V(c, id)->rank;
+}
+
+/* Element strides of a value's logical layout in its bytes: row-major, or,
+ * for a transposed view [.., a, b] of a base [.., b, a], the last two swapped. */
+static int strides_of(const cg *c, int32_t id, int64_t *str)
+{
+    int64_t d[MP_CU_MAX_RANK];
+    int r = dims_of(c, id, d);
+    contiguous(r, d, str);
+    if (tview(c, id) && r >= 2) str[r - 1] = d[r - 2], str[r - 2] = 1;
+    return r;
+}
+
+/* Strides reading value id broadcast (right-aligned, size-1 dims repeated) over dims[r]. */
+static void bcast_strides(const cg *c, int32_t id, int r, const int64_t *dims, int64_t *str)
+{
+    int64_t s[MP_CU_MAX_RANK];
+    int ri = strides_of(c, id, s);
+    for (int a = 0; a < r; a++) {
+        int b = a - (r - ri);
+        str[a] = b < 0 || dim(c, id, b) == 1 || dims[a] == 1 ? 0 : s[b];
+    }
+}
+
+static bool is_f32(const cg *c, int32_t id) { return id < 0 || V(c, id)->dtype == MP_FLOAT; }
+
+/* The integers of a folded (constant) value; count, or -1 when it has none. */
+static int konst_ints(const cg *c, int32_t id, int64_t *out, int max)
+{
+    const mp_tensor *k = id >= 0 ? V(c, id)->konst : NULL;
+    if (!k || !k->data || k->numel > max || mp_dtype_is_float(k->dtype)) return -1;
+    for (int64_t i = 0; i < k->numel; i++) out[i] = mp_tensor_get_i64(k, i);
+    return (int)k->numel;
+}
+
+/* Fails unless every operand of n is float32 and none is a transposed view. */
+static const char *plain_f32(cg *c, const mp_node *n)
+{
+    for (int k = 0; k < n->nin + n->nout; k++) {
+        int32_t id = k < n->nin ? n->in[k] : n->out[k - n->nin];
+        if (id < 0 || V(c, id)->dtype != MP_FLOAT) continue;
+        if (tview(c, id)) return "a transposed view operand";
+    }
+    for (int k = 0; k < n->nin; k++)
+        if (n->in[k] >= 0 && !is_f32(c, n->in[k]) && mp_dtype_is_float(V(c, n->in[k])->dtype)) return "a float type other than float32";
+    return NULL;
+}
+
+/* ---- instructions ------------------------------------------------------------------- */
+
+static mp_cu_instr *emit(cg *c, int op, int64_t n)
+{
+    if (c->n == c->cap) {
+        int32_t cap = c->cap ? 2 * c->cap : 256;
+        mp_cu_instr *ins = realloc(c->ins, (size_t)cap * sizeof *ins);
+        const mp_tensor **kon = ins ? realloc(c->kon, (size_t)cap * sizeof *kon) : NULL;
+        if (ins) c->ins = ins;
+        if (!ins || !kon) return NULL;
+        c->kon = kon;
+        c->cap = cap;
+    }
+    mp_cu_instr *I = &c->ins[c->n];
+    c->kon[c->n++] = NULL;
+    memset(I, 0, sizeof *I);
+    I->op = op, I->node = c->step, I->n = n;
+    for (int k = 0; k < MP_CU_NT; k++) I->t[k] = -1;
+    I->f[1] = 1; /* MP_FN_SCALE's and MP_CU_REDUCE's divisor */
+    return I;
+}
+
+#define EMIT(I, op, n) \
+    mp_cu_instr *I = emit(c, op, n); \
+    if (!I) return "out of memory"
+
+static int32_t T(const cg *c, int32_t id) { return id >= 0 ? c->tix[id] : -1; }
+
+static void need_ws(cg *c, int64_t bytes)
+{
+    if (bytes > c->ws) c->ws = bytes;
+}
+
+/* Puts a view (offset, strides[r]) at p. */
+static int64_t *put_view(int64_t *p, int64_t off, int r, const int64_t *str)
+{
+    *p++ = off;
+    for (int a = 0; a < r; a++) *p++ = str[a];
+    return p;
+}
+
+/* dst[dst view] = src[src view] over dims[r]. */
+static const char *copy(cg *c, int32_t src, int32_t dst, int r, const int64_t *dims, int64_t soff, const int64_t *sstr,
+                        int64_t doff, const int64_t *dstr)
+{
+    int64_t n = 1;
+    for (int a = 0; a < r; a++) n *= dims[a];
+    if (!n || T(c, dst) < 0) return NULL;
+    if (V(c, src)->dtype != V(c, dst)->dtype) return "a copy between dtypes";
+    EMIT(I, MP_CU_COPY, n);
+    I->t[0] = T(c, src), I->t[1] = T(c, dst);
+    I->p[0] = r;
+    memcpy(I->p + 1, dims, (size_t)r * sizeof *dims);
+    put_view(put_view(I->p + 1 + r, soff, r, sstr), doff, r, dstr);
+    return NULL;
+}
+
+/* dst (contiguous) = src in src's logical element order. */
+static const char *copy_value(cg *c, int32_t src, int32_t dst)
+{
+    int64_t d[MP_CU_MAX_RANK] = {0}, s[MP_CU_MAX_RANK] = {0}, o[MP_CU_MAX_RANK] = {0};
+    int r = dims_of(c, src, d);
+    if (!tview(c, src) && c->off[src] == c->off[dst]) return NULL; /* the same bytes */
+    strides_of(c, src, s);
+    contiguous(r, d, o);
+    return copy(c, src, dst, r, d, 0, s, 0, o);
+}
+
+static const char *fill(cg *c, int32_t id, double v)
+{
+    if (!numel(c, id) || T(c, id) < 0) return NULL;
+    EMIT(I, MP_CU_FILL, numel(c, id));
+    I->t[0] = T(c, id), I->f[0] = v;
+    return NULL;
+}
+
+/* out = fn(ins...) elementwise, inputs broadcast to out's dims. */
+static const char *map(cg *c, int fn, int nin, const int32_t *in, int32_t out, double f0, double f1)
+{
+    int64_t d[MP_CU_MAX_RANK], s[MP_CU_MAX_RANK];
+    int r = dims_of(c, out, d);
+    if (!numel(c, out) || T(c, out) < 0) return NULL;
+    EMIT(I, MP_CU_MAP, numel(c, out));
+    I->p[0] = fn, I->p[1] = nin, I->p[2] = r;
+    memcpy(I->p + 3, d, (size_t)r * sizeof *d);
+    for (int k = 0; k < nin; k++) {
+        if (in[k] < 0) return "an absent operand";
+        bcast_strides(c, in[k], r, d, s);
+        put_view(I->p + 3 + r + k * (r + 1), 0, r, s);
+        I->t[k] = T(c, in[k]);
+    }
+    I->t[nin] = T(c, out);
+    I->f[0] = f0, I->f[1] = f1;
+    return NULL;
+}
+
+/* out[j] = sum over B of x[A(j) + B(k)] / div, A over out's elements. */
+static const char *reduce(cg *c, int32_t x, int32_t out, int ra, const int64_t *ad, const int64_t *as, int rb,
+                          const int64_t *bd, const int64_t *bs, double div)
+{
+    int64_t cnt = 1;
+    for (int a = 0; a < rb; a++) cnt *= bd[a];
+    if (!numel(c, out) || T(c, out) < 0) return NULL;
+    EMIT(I, MP_CU_REDUCE, numel(c, out));
+    I->t[0] = T(c, x), I->t[1] = T(c, out);
+    int64_t *p = I->p;
+    *p++ = ra;
+    memcpy(p, ad, (size_t)ra * sizeof *ad), p += ra;
+    memcpy(p, as, (size_t)ra * sizeof *as), p += ra;
+    *p++ = 0; /* offset */
+    *p++ = rb;
+    memcpy(p, bd, (size_t)rb * sizeof *bd), p += rb;
+    memcpy(p, bs, (size_t)rb * sizeof *bs), p += rb;
+    *p = cnt;
+    I->f[0] = 1, I->f[1] = div;
+    return NULL;
+}
+
+/* ---- elementwise ops: a table ------------------------------------------------------------ */
+
+static const struct {
+    const char *op;
+    int fn, nin;
+} map_ops[] = {
+    {"Relu", MP_FN_RELU, 1}, {"Neg", MP_FN_NEG, 1}, {"Exp", MP_FN_EXP, 1}, {"Log", MP_FN_LOG, 1},
+    {"Sqrt", MP_FN_SQRT, 1}, {"Reciprocal", MP_FN_RECIP, 1}, {"Abs", MP_FN_ABS, 1}, {"Tanh", MP_FN_TANH, 1},
+    {"Sigmoid", MP_FN_SIGMOID, 1}, {"Erf", MP_FN_ERF, 1}, {"Gelu", MP_FN_GELU, 1}, {"HardSigmoid", MP_FN_HARD_SIGMOID, 1},
+    {"HardSwish", MP_FN_HARD_SWISH, 1}, {"Scale", MP_FN_SCALE, 1}, {"LeakyRelu", MP_FN_LEAKY_RELU, 1},
+    {"Cast", MP_FN_IDENT, 1}, {"Add", MP_FN_ADD, 2}, {"Sub", MP_FN_SUB, 2}, {"Mul", MP_FN_MUL, 2},
+    {"Div", MP_FN_DIV, 2}, {"Pow", MP_FN_POW, 2}, {"Max", MP_FN_MAX, 2}, {"Min", MP_FN_MIN, 2},
+    {"Equal", MP_FN_EQUAL, 2}, {"Less", MP_FN_LESS, 2}, {"Greater", MP_FN_GREATER, 2}, {"And", MP_FN_AND, 2},
+    {"Or", MP_FN_OR, 2}, {"ReluGrad", MP_FN_RELU_GRAD, 2}, {"SigmoidGrad", MP_FN_SIGMOID_GRAD, 2},
+    {"TanhGrad", MP_FN_TANH_GRAD, 2}, {"GeluGrad", MP_FN_GELU_GRAD, 2}, {"HardSigmoidGrad", MP_FN_HARD_SIGMOID_GRAD, 2},
+    {"HardSwishGrad", MP_FN_HARD_SWISH_GRAD, 2}, {"DropoutGrad", MP_FN_MASK_SCALE, 2}, {"ErfGrad", MP_FN_ERF_GRAD, 2},
+    {"SqrtGrad", MP_FN_SQRT_GRAD, 2}, {"WhereGrad", MP_FN_PICK_IF, 2}, {"Where", MP_FN_WHERE, 3},
+    {"PowGrad", MP_FN_POW_GRAD, 3},
+};
+
+static const char *lower_map(cg *c, const mp_node *n)
+{
+    size_t k = 0;
+    while (strcmp(map_ops[k].op, n->op_type)) k++;
+    int fn = map_ops[k].fn, nin = map_ops[k].nin;
+    int32_t out = vout(n, 0);
+    double f0 = 0, f1 = 1;
+    if (n->nin < nin || n->nout < 1 || out < 0) return "missing operands";
+    bool tanh_form = !strcmp(mp_attr_str(n, "approximate", "none"), "tanh");
+    if (fn == MP_FN_GELU && tanh_form) fn = MP_FN_GELU_TANH;
+    if (fn == MP_FN_GELU_GRAD && tanh_form) fn = MP_FN_GELU_TANH_GRAD;
+    if (fn == MP_FN_DIV && !mp_dtype_is_float(V(c, out)->dtype)) fn = MP_FN_IDIV;
+    if (fn == MP_FN_PICK_IF && mp_attr_int(n, "branch", 0)) fn = MP_FN_PICK_IF_NOT;
+    if (fn == MP_FN_HARD_SIGMOID || fn == MP_FN_HARD_SIGMOID_GRAD)
+        f0 = mp_attr_float(n, "alpha", 0.2f), f1 = mp_attr_float(n, "beta", 0.5f);
+    if (fn == MP_FN_SCALE) f0 = mp_attr_float(n, "alpha", 1.0f);
+    if (fn == MP_FN_LEAKY_RELU) f0 = mp_attr_float(n, "alpha", 0.01f);
+    if (fn == MP_FN_MASK_SCALE) {
+        double ratio = mp_attr_float(n, "ratio", 0.5f);
+        f0 = ratio < 1 ? 1 / (1 - ratio) : 0;
+    }
+    /* (64-bit integers travel through double: exact below 2^53) */
+    return map(c, fn, nin, n->in, out, f0, f1);
+}
+
+/* ---- data movement ------------------------------------------------------------------------ */
+
+/* Reshape, Flatten, Squeeze, Unsqueeze, Identity: the same bytes (an alias) or a copy. */
+static const char *lower_view(cg *c, const mp_node *n) { return copy_value(c, vin(n, 0), vout(n, 0)); }
+
+static const char *lower_transpose(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    if (tview(c, y) && V(c, y)->alias == x) return NULL; /* a view: moves nothing */
+    int64_t d[MP_CU_MAX_RANK], s[MP_CU_MAX_RANK], ps[MP_CU_MAX_RANK], o[MP_CU_MAX_RANK], perm[MP_CU_MAX_RANK];
+    int r = dims_of(c, y, d), np = -1;
+    const int64_t *pa;
+    if ((np = mp_attr_ints(n, "perm", &pa)) >= 0 && np != r) return "a perm of the wrong length";
+    for (int a = 0; a < r; a++) perm[a] = np >= 0 ? (pa[a] < 0 ? pa[a] + r : pa[a]) : r - 1 - a;
+    strides_of(c, x, s);
+    for (int a = 0; a < r; a++) ps[a] = s[perm[a]];
+    contiguous(r, d, o);
+    return copy(c, x, y, r, d, 0, ps, 0, o);
+}
+
+static const char *lower_expand(cg *c, const mp_node *n)
+{
+    int64_t d[MP_CU_MAX_RANK] = {0}, s[MP_CU_MAX_RANK] = {0}, o[MP_CU_MAX_RANK] = {0};
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    int r = dims_of(c, y, d);
+    bcast_strides(c, x, r, d, s);
+    contiguous(r, d, o);
+    return copy(c, x, y, r, d, 0, s, 0, o);
+}
+
+static int64_t norm_axis(int64_t a, int r) { return a < 0 ? a + r : a; }
+
+static const char *lower_concat(cg *c, const mp_node *n)
+{
+    int32_t y = vout(n, 0);
+    int64_t d[MP_CU_MAX_RANK], o[MP_CU_MAX_RANK], s[MP_CU_MAX_RANK], at = 0;
+    int r = dims_of(c, y, d);
+    int64_t axis = norm_axis(mp_attr_int(n, "axis", 0), r);
+    if (axis < 0 || axis >= r) return "axis out of range";
+    contiguous(r, d, o);
     for (int k = 0; k < n->nin; k++) {
-        const mp_value *v = in_val(g, n, k);
-        if (v && v->dtype != MP_FLOAT && v->dtype != MP_INT64) return "a dtype other than float32/int64";
+        int32_t x = n->in[k];
+        if (x < 0) continue;
+        int64_t xd[MP_CU_MAX_RANK];
+        dims_of(c, x, xd);
+        strides_of(c, x, s);
+        const char *e = copy(c, x, y, r, xd, 0, s, at * o[axis], o);
+        if (e) return e;
+        at += xd[axis];
     }
+    return NULL;
+}
+
+static const char *lower_split(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0);
+    int64_t s[MP_CU_MAX_RANK], at = 0;
+    int r = strides_of(c, x, s);
+    int64_t axis = norm_axis(mp_attr_int(n, "axis", 0), r);
+    if (axis < 0 || axis >= r) return "axis out of range";
+    for (int k = 0; k < n->nout; k++) {
+        int32_t y = n->out[k];
+        if (y < 0) return "an absent output";
+        int64_t yd[MP_CU_MAX_RANK], o[MP_CU_MAX_RANK];
+        dims_of(c, y, yd);
+        contiguous(r, yd, o);
+        const char *e = T(c, y) >= 0 ? copy(c, x, y, r, yd, at * s[axis], s, 0, o) : NULL;
+        if (e) return e;
+        at += yd[axis];
+    }
+    return NULL;
+}
+
+/* Slice's (and SliceGrad's) start and step per axis of the sliced tensor x
+ * (bounds from constant inputs 1..4, or the attributes before opset 10), as
+ * runtime/cpu_grad.c SliceGrad clamps them. */
+static const char *slice_geom(cg *c, const mp_node *n, int32_t x, int64_t *start, int64_t *step)
+{
+    int r = V(c, x)->rank;
+    int64_t st[MP_CU_MAX_RANK], ax[MP_CU_MAX_RANK], sp[MP_CU_MAX_RANK];
+    int ns, na, nsp;
+    if (vin(n, 1) >= 0) {
+        ns = konst_ints(c, vin(n, 1), st, MP_CU_MAX_RANK);
+        na = vin(n, 3) >= 0 ? konst_ints(c, vin(n, 3), ax, MP_CU_MAX_RANK) : ns;
+        nsp = vin(n, 4) >= 0 ? konst_ints(c, vin(n, 4), sp, MP_CU_MAX_RANK) : ns;
+        if (ns < 0 || na < 0 || nsp < 0) return "bounds that are not constants";
+        for (int i = 0; vin(n, 3) < 0 && i < ns; i++) ax[i] = i;
+        for (int i = 0; vin(n, 4) < 0 && i < ns; i++) sp[i] = 1;
+    } else {
+        const int64_t *a;
+        ns = mp_attr_ints(n, "starts", &a);
+        if (ns < 0 || ns > MP_CU_MAX_RANK) return "no starts";
+        memcpy(st, a, (size_t)ns * sizeof *st);
+        na = mp_attr_ints(n, "axes", &a);
+        for (int i = 0; i < ns; i++) ax[i] = na == ns ? a[i] : i, sp[i] = 1;
+        na = nsp = ns;
+    }
+    if (na != ns || nsp != ns) return "starts, axes and steps of different lengths";
+    for (int a = 0; a < r; a++) start[a] = 0, step[a] = 1;
+    for (int i = 0; i < ns; i++) {
+        int64_t a = norm_axis(ax[i], r);
+        if (a < 0 || a >= r || !sp[i]) return "a bad axis or step";
+        int64_t d = dim(c, x, (int)a), s = st[i] < 0 ? st[i] + d : st[i];
+        s = sp[i] > 0 ? (s < 0 ? 0 : s > d ? d : s) : (s < 0 ? 0 : s > d - 1 ? d - 1 : s);
+        start[a] = s, step[a] = sp[i];
+    }
+    return NULL;
+}
+
+/* y = x[start + i * step] over y's dims (Slice), or, scattered, dx[..] = dy (SliceGrad). */
+static const char *lower_slice(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "SliceGrad");
+    int32_t small = grad ? vin(n, 0) : vout(n, 0), big = grad ? vout(n, 0) : vin(n, 0);
+    int64_t start[MP_CU_MAX_RANK], step[MP_CU_MAX_RANK], d[MP_CU_MAX_RANK], bs[MP_CU_MAX_RANK], ss[MP_CU_MAX_RANK];
+    int64_t o[MP_CU_MAX_RANK], off = 0;
+    const char *e = slice_geom(c, n, big, start, step);
+    if (e) return e;
+    int r = dims_of(c, small, d);
+    if (r != V(c, big)->rank) return "a rank change";
+    strides_of(c, big, bs);
+    for (int a = 0; a < r; a++) off += start[a] * bs[a], bs[a] *= step[a];
+    if (!grad) {
+        contiguous(r, d, o);
+        return copy(c, big, small, r, d, off, bs, 0, o);
+    }
+    if ((e = fill(c, big, 0))) return e;
+    strides_of(c, small, ss);
+    return copy(c, small, big, r, d, 0, ss, off, bs);
+}
+
+static const char *lower_gather(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "GatherGrad");
+    int32_t table = grad ? vout(n, 0) : vin(n, 0), idx = vin(n, 1), y = grad ? vin(n, 0) : vout(n, 0);
+    if (tview(c, table) || tview(c, idx) || tview(c, y)) return "a transposed view operand";
+    if (V(c, idx)->dtype != MP_INT64 && V(c, idx)->dtype != MP_INT32) return "indices other than int32/int64";
+    int r = V(c, table)->rank;
+    int64_t axis = norm_axis(mp_attr_int(n, "axis", 0), r), inner = 1;
+    if (axis < 0 || axis >= r) return "axis out of range";
+    for (int a = (int)axis + 1; a < r; a++) inner *= dim(c, table, a);
+    const char *e = grad ? fill(c, table, 0) : NULL;
+    if (e || !numel(c, y)) return e;
+    if (grad && !is_f32(c, table)) return "a table other than float32";
+    EMIT(I, grad ? MP_CU_SCATTER_ADD : MP_CU_GATHER, numel(c, y));
+    I->t[0] = T(c, grad ? y : table), I->t[1] = T(c, idx), I->t[2] = T(c, grad ? table : y);
+    I->p[0] = numel(c, idx), I->p[1] = inner, I->p[2] = dim(c, table, (int)axis);
+    return NULL;
+}
+
+static const char *lower_trilu(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    int64_t k = 0;
+    int r = V(c, x)->rank;
+    if (r < 2 || tview(c, x)) return "rank < 2 or a transposed view";
+    if (vin(n, 1) >= 0 && konst_ints(c, vin(n, 1), &k, 1) != 1) return "k that is not a constant";
+    EMIT(I, MP_CU_TRILU, numel(c, y));
+    I->t[0] = T(c, x), I->t[1] = T(c, y);
+    I->p[0] = dim(c, x, r - 2), I->p[1] = dim(c, x, r - 1), I->p[2] = mp_attr_int(n, "upper", 1) != 0, I->p[3] = k;
+    return NULL;
+}
+
+/* ---- GEMMs -------------------------------------------------------------------------------- */
+
+/* y[b] = alpha op(a[b]) op(b[b]) (+ y[b] when beta_one), ta / tb transposing the
+ * operands' logical last two axes; a transposed view flips its flag, so it is
+ * read in place. Batch dims: each operand's are y's full batch or absent
+ * (stride 0); sum_batch lets y have none, every batch adding into it. */
+static const char *gemm(cg *c, int32_t a, bool ta, int32_t b, bool tb, int32_t y, double alpha, bool beta_one,
+                        bool sum_batch)
+{
+    int ra = V(c, a)->rank, rb = V(c, b)->rank, ry = V(c, y)->rank;
+    if (ra < 2 || rb < 2 || ry < 2) return "a 1-D operand";
+    if (!is_f32(c, a) || !is_f32(c, b) || !is_f32(c, y)) return "operands other than float32";
+    int64_t M = dim(c, a, ra - (ta ? 1 : 2)), K = dim(c, a, ra - (ta ? 2 : 1));
+    int64_t Kb = dim(c, b, rb - (tb ? 1 : 2)), N = dim(c, b, rb - (tb ? 2 : 1));
+    if (K != Kb || dim(c, y, ry - 2) != M || dim(c, y, ry - 1) != N) return "matrix dims that do not agree";
+    /* the full batch: the longer of a's and b's batch dims */
+    int32_t full = ra >= rb ? a : b;
+    int rf = V(c, full)->rank - 2;
+    int64_t batch = 1;
+    for (int i = 0; i < rf; i++) batch *= dim(c, full, i);
+    int64_t stride[3];
+    const int32_t ops[3] = {a, b, y};
+    for (int k = 0; k < 3; k++) {
+        int r = V(c, ops[k])->rank - 2;
+        int64_t nb = 1;
+        for (int i = 0; i < r; i++) nb *= dim(c, ops[k], i);
+        if (nb != 1 && nb != batch) return "batch dims broadcast partly";
+        stride[k] = nb == 1 && batch > 1 ? 0 : dim(c, ops[k], r) * dim(c, ops[k], r + 1);
+    }
+    if (batch > 1 && !stride[2] && !sum_batch) return "an output without the batch dims";
+    if (!M || !N) return NULL;
+    bool sa = ta != tview(c, a), sb = tb != tview(c, b); /* transposed as stored */
+    EMIT(I, MP_CU_GEMM, (stride[2] ? batch : 1) * M * N);
+    I->t[0] = T(c, a), I->t[1] = T(c, b), I->t[2] = T(c, y);
+    int64_t *p = I->p;
+    p[GM_M] = M, p[GM_N] = N, p[GM_K] = K, p[GM_TA] = sa, p[GM_TB] = sb;
+    p[GM_LDA] = sa ? M : K, p[GM_LDB] = sb ? K : N;
+    p[GM_BATCH] = batch, p[GM_SA] = stride[0], p[GM_SB] = stride[1], p[GM_SC] = batch > 1 ? stride[2] : M * N;
+    p[GM_BETA_ONE] = beta_one;
+    I->f[0] = alpha;
+    if (!K) return "an empty inner dimension";
+    return NULL;
+}
+
+static const char *lower_gemm(cg *c, const mp_node *n)
+{
+    int32_t a = vin(n, 0), b = vin(n, 1), bias = vin(n, 2), y = vout(n, 0);
+    double beta = mp_attr_float(n, "beta", 1.0f);
+    bool with_bias = bias >= 0 && beta != 0;
+    if (with_bias) { /* y = beta C broadcast, then the GEMM adds into it */
+        const char *e = map(c, MP_FN_SCALE, 1, &bias, y, beta, 1);
+        if (e) return e;
+    }
+    return gemm(c, a, mp_attr_int(n, "transA", 0) != 0, b, mp_attr_int(n, "transB", 0) != 0, y,
+                mp_attr_float(n, "alpha", 1.0f), with_bias, false);
+}
+
+static const char *lower_matmul(cg *c, const mp_node *n)
+{
+    int32_t p = vin(n, 0), q = vin(n, 1), y = vout(n, 0);
+    if (!strcmp(n->op_type, "MatMulGradA")) return gemm(c, p, false, q, true, y, 1, false, true); /* dY B^T */
+    if (!strcmp(n->op_type, "MatMulGradB")) return gemm(c, p, true, q, false, y, 1, false, true); /* A^T dY */
+    return gemm(c, p, false, q, false, y, 1, false, false);
+}
+
+/* ---- reductions, softmax, losses ----------------------------------------------------------- */
+
+/* y = x summed over the axes it was broadcast along. */
+static const char *lower_sum_to(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    int64_t xs[MP_CU_MAX_RANK], ad[MP_CU_MAX_RANK], as[MP_CU_MAX_RANK], bd[MP_CU_MAX_RANK], bs[MP_CU_MAX_RANK];
+    int rx = strides_of(c, x, xs), ry = V(c, y)->rank, rb = 0;
+    if (ry > rx) return "an output of higher rank";
+    for (int a = 0; a < rx; a++) {
+        int b = a - (rx - ry);
+        bool reduced = b < 0 || (dim(c, y, b) == 1 && dim(c, x, a) != 1);
+        if (b >= 0) ad[b] = dim(c, y, b), as[b] = reduced ? 0 : xs[a];
+        if (reduced) bd[rb] = dim(c, x, a), bs[rb++] = xs[a];
+    }
+    return reduce(c, x, y, ry, ad, as, rb, bd, bs, 1);
+}
+
+static const char *lower_gap(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    const char *e = plain_f32(c, n);
+    if (e) return e;
+    if (V(c, x)->rank < 2) return "rank < 2";
+    int64_t planes = dim(c, x, 0) * dim(c, x, 1), sp = planes ? numel(c, x) / planes : 0, one = 1;
+    if (!strcmp(n->op_type, "GlobalAveragePoolGrad")) return map(c, MP_FN_SCALE, 1, &x, y, 1, (double)sp);
+    return reduce(c, x, y, 1, &planes, &sp, 1, &sp, &one, (double)sp);
+}
+
+/* outer x d x inner of the softmax axis (opset < 13: the dims from axis on, flattened). */
+static const char *softmax_geom(cg *c, const mp_node *n, int32_t x, int64_t *outer, int64_t *d, int64_t *inner)
+{
+    int r = V(c, x)->rank;
+    bool old = mp_graph_opset(c->g, "") < 13;
+    int64_t axis = norm_axis(mp_attr_int(n, "axis", old ? 1 : -1), r);
+    if (axis < 0 || axis > r || (!old && axis == r)) return "axis out of range";
+    *outer = *d = *inner = 1;
+    for (int a = 0; a < r; a++) {
+        if (a < axis) *outer *= dim(c, x, a);
+        else if (a == axis || old) *d *= dim(c, x, a);
+        else *inner *= dim(c, x, a);
+    }
+    return NULL;
+}
+
+static const char *softmax(cg *c, int kind, int64_t outer, int64_t d, int64_t inner, int32_t a, int32_t b, int32_t out)
+{
+    EMIT(I, MP_CU_SOFTMAX, outer * inner);
+    I->t[0] = T(c, a), I->t[1] = T(c, b), I->t[2] = T(c, out);
+    I->p[0] = outer, I->p[1] = d, I->p[2] = inner, I->p[3] = kind;
+    return NULL;
+}
+
+static const char *lower_softmax(cg *c, const mp_node *n)
+{
+    int64_t outer, d, inner;
+    const char *e = plain_f32(c, n);
+    if (e || (e = softmax_geom(c, n, vout(n, 0), &outer, &d, &inner))) return e;
+    if (!strcmp(n->op_type, "SoftmaxGrad")) return softmax(c, 2, outer, d, inner, vin(n, 0), vin(n, 1), vout(n, 0));
+    return softmax(c, strcmp(n->op_type, "LogSoftmax") ? 0 : 1, outer, d, inner, vin(n, 0), vout(n, 0), -1);
+}
+
+/* SCE p[]: N, C, D, mean, ignore_index; the scores (or log_prob) are [N, C, D..]. */
+static const char *sce_params(cg *c, const mp_node *n, int32_t scores, int32_t labels, int64_t *p)
+{
+    const char *red = mp_attr_str(n, "reduction", "mean");
+    if (strcmp(red, "mean") && strcmp(red, "sum")) return "a reduction other than mean or sum";
+    if (V(c, scores)->rank < 2 || tview(c, scores)) return "scores of rank < 2";
+    if (V(c, labels)->dtype != MP_INT64 && V(c, labels)->dtype != MP_INT32) return "labels other than int32/int64";
+    p[SCE_N] = dim(c, scores, 0), p[SCE_C] = dim(c, scores, 1);
+    p[SCE_D] = (p[SCE_N] * p[SCE_C]) != 0 ? numel(c, scores) / (p[SCE_N] * p[SCE_C]) : 0;
+    p[SCE_MEAN] = !strcmp(red, "mean");
+    p[SCE_HAS_IGNORE] = mp_node_attr(n, "ignore_index") != NULL;
+    p[SCE_IGNORE] = mp_attr_int(n, "ignore_index", 0);
+    return NULL;
+}
+
+static const char *lower_sce(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "SoftmaxCrossEntropyGrad");
+    int32_t scores = vin(n, grad ? 1 : 0), labels = vin(n, grad ? 2 : 1);
+    int64_t p[8] = {0};
+    const char *e = plain_f32(c, n);
+    if (e || (e = sce_params(c, n, scores, labels, p))) return e;
+    if (vin(n, grad ? 3 : 2) >= 0) return "class weights";
+    if (!grad) {
+        int32_t lp = vout(n, 1);
+        if (lp < 0 || T(c, lp) < 0) return "no log_prob output";
+        if ((e = softmax(c, 1, p[SCE_N], p[SCE_C], p[SCE_D], scores, lp, -1))) return e;
+        EMIT(I, MP_CU_SCE_LOSS, 1);
+        memcpy(I->p, p, sizeof p);
+        I->t[0] = T(c, lp), I->t[1] = T(c, labels), I->t[2] = T(c, vout(n, 0));
+        return NULL;
+    }
+    need_ws(c, sizeof(double));
+    for (int phase = 0; phase < 2; phase++) {
+        EMIT(I, MP_CU_SCE_GRAD, phase ? numel(c, vout(n, 0)) : 1);
+        memcpy(I->p, p, sizeof p);
+        I->p[SCE_PHASE] = phase;
+        I->t[0] = T(c, vin(n, 0)), I->t[1] = T(c, scores), I->t[2] = T(c, labels), I->t[3] = T(c, vout(n, 0));
+        I->t[4] = MP_CU_WS;
+    }
+    return NULL;
+}
+
+/* ---- normalizations -------------------------------------------------------------------------- */
+
+static const char *lower_layer_norm(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "LayerNormalizationGrad");
+    int32_t x = vin(n, grad ? 1 : 0), sc = vin(n, grad ? 2 : 1);
+    const char *e = plain_f32(c, n);
+    if (e) return e;
+    int r = V(c, x)->rank;
+    int64_t axis = norm_axis(mp_attr_int(n, "axis", -1), r), inner = 1;
+    if (axis < 0 || axis >= r) return "axis out of range";
+    for (int a = (int)axis; a < r; a++) inner *= dim(c, x, a);
+    if (sc < 0 || numel(c, sc) != inner || (!grad && vin(n, 2) >= 0 && numel(c, vin(n, 2)) != inner))
+        return "a scale or bias that is broadcast";
+    int64_t rows = inner ? numel(c, x) / inner : 0;
+    if (!rows || !inner) return NULL;
+    EMIT(I, MP_CU_LN_ROWS, rows);
+    I->p[0] = rows, I->p[1] = inner, I->p[2] = grad, I->f[0] = mp_attr_float(n, "epsilon", 1e-5f);
+    if (!grad) {
+        I->t[0] = T(c, x), I->t[1] = T(c, sc), I->t[2] = T(c, vin(n, 2)), I->t[3] = T(c, vout(n, 0));
+        I->t[4] = T(c, vout(n, 1)), I->t[5] = T(c, vout(n, 2));
+        return NULL;
+    }
+    need_ws(c, 2 * rows * (int64_t)sizeof(double));
+    I->t[0] = T(c, vin(n, 0)), I->t[1] = T(c, x), I->t[2] = T(c, sc), I->t[3] = T(c, vout(n, 0)), I->t[4] = MP_CU_WS;
+    if (T(c, vout(n, 1)) < 0 && T(c, vout(n, 2)) < 0) return NULL;
+    EMIT(J, MP_CU_LN_COLS, inner);
+    J->p[0] = rows, J->p[1] = inner;
+    J->t[0] = T(c, vin(n, 0)), J->t[1] = T(c, x), J->t[2] = MP_CU_WS, J->t[3] = T(c, vout(n, 1)), J->t[4] = T(c, vout(n, 2));
+    return NULL;
+}
+
+static const char *lower_batch_norm(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "BatchNormalizationGrad");
+    int32_t x = vin(n, grad ? 1 : 0);
+    const char *e = plain_f32(c, n);
+    if (e) return e;
+    int64_t opset = mp_graph_opset(c->g, n->domain);
+    if (V(c, x)->rank < 2) return "rank < 2";
+    if (!grad && opset < 9 && mp_attr_int(n, "spatial", 1) == 0) return "spatial=0";
+    bool train = grad || opset >= 14 ? mp_attr_int(n, "training_mode", 0) != 0 : vout(n, 1) >= 0;
+    int64_t N = dim(c, x, 0), C = dim(c, x, 1), S = (N * C) != 0 ? numel(c, x) / (N * C) : 0;
+    if (!N || !C) return NULL;
+    double eps = mp_attr_float(n, "epsilon", 1e-5f);
+    need_ws(c, (grad ? 4 : 2) * C * (int64_t)sizeof(double));
+    EMIT(I, MP_CU_BN_STATS, C);
+    int mode = grad ? (train ? BN_GRAD_TRAIN : BN_GRAD_INFER) : (train ? BN_FWD_TRAIN : BN_FWD_INFER);
+    I->p[BN_N] = N, I->p[BN_C] = C, I->p[BN_S] = S, I->p[BN_MODE] = mode;
+    I->f[0] = eps, I->f[1] = mp_attr_float(n, "momentum", 0.9f);
+    const int32_t fwd_ops[7] = {vin(n, 0), vin(n, 3), vin(n, 4), vout(n, 1), vout(n, 2), vout(n, 3), vout(n, 4)};
+    const int32_t grad_ops[7] = {vin(n, 0), vin(n, 1), vin(n, 3), vin(n, 4), vout(n, 1), vout(n, 2), -1};
+    for (int k = 0; k < 7; k++) I->t[k] = T(c, grad ? grad_ops[k] : fwd_ops[k]);
+    I->t[7] = MP_CU_WS;
+    if (T(c, vout(n, 0)) < 0) return NULL;
+    EMIT(J, MP_CU_BN_APPLY, numel(c, x));
+    memcpy(J->p, I->p, 4 * sizeof *I->p);
+    J->f[0] = eps;
+    J->t[0] = T(c, vin(n, 0)), J->t[1] = T(c, vin(n, 1)), J->t[2] = T(c, vin(n, 2)), J->t[3] = MP_CU_WS;
+    J->t[4] = T(c, vout(n, 0));
+    return NULL;
+}
+
+/* ---- sliding windows ---------------------------------------------------------------------------- */
+
+/* Window geometry of a forward input x [N, C, in..] and output y [N, M, out..]
+ * with kernel extents kd: pads from the attributes or auto_pad, as
+ * runtime/cpu_grad.c read_wgeom (the output extents are y's, so ceil_mode
+ * needs no rounding here). */
+static const char *window(cg *c, const mp_node *n, int32_t x, int32_t y, const int64_t *kd, int nk, int64_t *p)
+{
+    int r = V(c, x)->rank, sp = r - 2;
+    if (r < 3 || V(c, y)->rank != r || sp > MP_CU_MAXSP) return "other than 1 to 3 spatial dims";
+    if (nk != sp) return "a kernel of the wrong rank";
+    const int64_t *ss, *ds, *ps;
+    int ns = mp_attr_ints(n, "strides", &ss), nd = mp_attr_ints(n, "dilations", &ds), np = mp_attr_ints(n, "pads", &ps);
+    if ((ns >= 0 && ns != sp) || (nd >= 0 && nd != sp) || (np >= 0 && np != 2 * sp)) return "strides, dilations or pads of the wrong length";
+    const char *ap = mp_attr_str(n, "auto_pad", "NOTSET");
+    bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER"), valid = !strcmp(ap, "VALID");
+    if (!same && !valid && strcmp(ap, "NOTSET") && *ap) return "an unknown auto_pad";
+    memset(p, 0, W_COUNT * sizeof *p);
+    p[W_N] = dim(c, x, 0), p[W_C] = dim(c, x, 1), p[W_M] = dim(c, y, 1), p[W_NSP] = sp;
+    p[W_INN] = p[W_OUTN] = p[W_KN] = 1;
+    for (int i = 0; i < sp; i++) {
+        p[W_IN + i] = dim(c, x, 2 + i), p[W_OUT + i] = dim(c, y, 2 + i), p[W_K + i] = kd[i];
+        p[W_S + i] = ns >= 0 ? ss[i] : 1, p[W_D + i] = nd >= 0 ? ds[i] : 1;
+        if (p[W_K + i] < 1 || p[W_S + i] < 1 || p[W_D + i] < 1) return "a kernel, stride or dilation < 1";
+        if (same) {
+            int64_t total = (p[W_OUT + i] - 1) * p[W_S + i] + (p[W_K + i] - 1) * p[W_D + i] + 1 - p[W_IN + i];
+            if (total < 0) total = 0;
+            p[W_PB + i] = !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
+            p[W_PE + i] = total - p[W_PB + i];
+        } else {
+            p[W_PB + i] = np >= 0 && !valid ? ps[i] : 0, p[W_PE + i] = np >= 0 && !valid ? ps[sp + i] : 0;
+            if (p[W_PB + i] < 0 || p[W_PE + i] < 0) return "negative pads";
+        }
+        p[W_INN] *= p[W_IN + i], p[W_OUTN] *= p[W_OUT + i], p[W_KN] *= p[W_K + i];
+    }
+    return NULL;
+}
+
+static const char *window_op(cg *c, int op, const int64_t *p, int64_t n, int32_t t0, int32_t t1, int32_t t2, int32_t t3)
+{
+    if (!n) return NULL;
+    EMIT(I, op, n);
+    memcpy(I->p, p, W_COUNT * sizeof *p);
+    I->t[0] = T(c, t0), I->t[1] = T(c, t1), I->t[2] = T(c, t2), I->t[3] = T(c, t3);
+    return NULL;
+}
+
+static const char *lower_conv(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "ConvGrad");
+    int32_t dy = grad ? vin(n, 0) : -1, x = vin(n, grad ? 1 : 0), w = vin(n, grad ? 2 : 1), y = grad ? dy : vout(n, 0);
+    int64_t p[W_COUNT], kd[MP_CU_MAX_RANK];
+    const char *e = plain_f32(c, n);
+    if (e) return e;
+    int nk = dims_of(c, w, kd) - 2;
+    if (nk < 1 || (e = window(c, n, x, y, kd + 2, nk, p))) return e ? e : "a filter of rank < 3";
+    int64_t groups = mp_attr_int(n, "group", 1);
+    p[W_CG] = dim(c, w, 1), p[W_MG] = groups > 0 ? p[W_M] / groups : 0;
+    if (groups < 1 || p[W_CG] * groups != p[W_C] || p[W_M] % groups || dim(c, w, 0) != p[W_M])
+        return "channels that do not match the groups";
+    if (!grad) return window_op(c, MP_CU_CONV, p, numel(c, y), x, w, vin(n, 2), y);
+    int32_t dx = vout(n, 0), dw = vout(n, 1), db = vout(n, 2);
+    if (T(c, dx) >= 0 && (e = window_op(c, MP_CU_CONV_DX, p, numel(c, x), dy, w, dx, -1))) return e;
+    if (T(c, dw) >= 0 && (e = window_op(c, MP_CU_CONV_DW, p, numel(c, w), dy, x, dw, -1))) return e;
+    if (T(c, db) < 0) return NULL;
+    int64_t ad = p[W_M], as = p[W_OUTN], bd[2] = {p[W_N], p[W_OUTN]}, bs[2] = {p[W_M] * p[W_OUTN], 1};
+    return reduce(c, dy, db, 1, &ad, &as, 2, bd, bs, 1);
+}
+
+static const char *lower_pool(cg *c, const mp_node *n)
+{
+    bool grad = strstr(n->op_type, "Grad") != NULL, avg = !strncmp(n->op_type, "Average", 7);
+    int32_t x = grad ? vout(n, 0) : vin(n, 0), y = grad ? vin(n, 0) : vout(n, 0);
+    int64_t p[W_COUNT];
+    const int64_t *ks;
+    const char *e = plain_f32(c, n);
+    if (e) return e;
+    int nk = mp_attr_ints(n, "kernel_shape", &ks);
+    if (nk < 0) return "no kernel_shape";
+    if ((e = window(c, n, x, y, ks, nk, p))) return e;
+    if (p[W_M] != p[W_C] || dim(c, y, 0) != p[W_N]) return "N or C changed";
+    p[W_KIND] = avg, p[W_INCL_PAD] = mp_attr_int(n, "count_include_pad", 0) != 0;
+    p[W_COL_MAJOR] = mp_attr_int(n, "storage_order", 0) != 0;
+    if (!grad) return window_op(c, MP_CU_POOL, p, numel(c, y), x, y, vout(n, 1), -1);
+    int32_t ind = avg || p[W_COL_MAJOR] ? -1 : vin(n, 2), xin = avg ? -1 : vin(n, 1);
+    if (!avg && ind < 0 && xin < 0) return "neither X nor the indices";
+    return window_op(c, MP_CU_POOL_DX, p, numel(c, x), y, xin, ind, x);
+}
+
+/* ---- training-mode Dropout, optimizer updates ------------------------------------------------------- */
+
+static const char *lower_dropout(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0), mask = vout(n, 1);
+    int64_t opset = mp_graph_opset(c->g, n->domain), train = 0;
+    double ratio = mp_attr_float(n, "ratio", 0.5f);
+    if (opset >= 12) {
+        const mp_tensor *r = vin(n, 1) >= 0 ? V(c, vin(n, 1))->konst : NULL;
+        if (vin(n, 1) >= 0 && (!r || !r->data)) return "a ratio that is not a constant";
+        ratio = r ? mp_tensor_get_f64(r, 0) : 0.5;
+        if (vin(n, 2) >= 0 && konst_ints(c, vin(n, 2), &train, 1) != 1) return "a training_mode that is not a constant";
+    }
+    if (tview(c, x)) return "a transposed view input";
+    if (train && (ratio < 0 || ratio > 1)) return "a ratio outside [0, 1]";
+    if (!numel(c, x)) return NULL;
+    EMIT(I, MP_CU_DROPOUT, numel(c, x));
+    I->t[0] = T(c, x), I->t[1] = T(c, y), I->t[2] = T(c, mask);
+    I->p[0] = c->node_id, I->p[1] = train != 0;
+    I->f[0] = ratio;
+    return NULL;
+}
+
+static const struct {
+    const char *op;
+    int rule, nstate;
+} optim_ops[] = {{"AdamUpdate", MP_CU_OPT_ADAM, 3}, {"SGDUpdate", MP_CU_OPT_SGD, 0}, {"MomentumUpdate", MP_CU_OPT_MOMENTUM, 1}};
+
+/* In place on the outputs (which alias the inputs in a plan; copied first otherwise). */
+static const char *lower_optim(cg *c, const mp_node *n)
+{
+    size_t k = 0;
+    while (strcmp(optim_ops[k].op, n->op_type)) k++;
+    int ns = optim_ops[k].nstate;
+    if (n->nin != 2 + ns || n->nout != 1 + ns) return "operands other than (param, grad, state) -> (param', state')";
+    const char *e = plain_f32(c, n);
+    for (int i = 0; i < n->nin; i++)
+        if (!e && !is_f32(c, n->in[i])) e = "operands other than float32";
+    for (int i = 0; !e && i <= ns; i++) e = copy_value(c, n->in[i ? i + 1 : 0], n->out[i]);
+    if (e || !numel(c, n->in[0])) return e;
+    EMIT(I, MP_CU_OPTIM, numel(c, n->in[0]));
+    I->p[0] = optim_ops[k].rule;
+    I->t[0] = T(c, n->out[0]), I->t[1] = T(c, n->in[1]);
+    for (int i = 1; i <= ns; i++) I->t[i + 1] = T(c, n->out[i]);
+    double inv_scale = 1.0 / mp_attr_float(n, "loss_scale", 1.0f);
+    if (optim_ops[k].rule == MP_CU_OPT_SGD) I->f[0] = mp_attr_float(n, "lr", 0.01f);
+    if (optim_ops[k].rule == MP_CU_OPT_MOMENTUM)
+        I->f[0] = mp_attr_float(n, "lr", 1e-2f), I->f[1] = mp_attr_float(n, "momentum", 0.9f), I->f[5] = inv_scale;
+    if (optim_ops[k].rule != MP_CU_OPT_ADAM) return NULL;
+    I->f[0] = mp_attr_float(n, "lr", 1e-3f), I->f[1] = mp_attr_float(n, "beta1", 0.9f);
+    I->f[2] = mp_attr_float(n, "beta2", 0.999f), I->f[3] = mp_attr_float(n, "epsilon", 1e-8f);
+    I->f[4] = mp_attr_float(n, "weight_decay", 0.0f), I->f[5] = inv_scale;
+    if (numel(c, n->in[4]) != 1) return "a step counter that is not a scalar";
+    I->t[4] = T(c, n->in[4]);
+    if ((e = copy_value(c, n->in[4], n->out[3]))) return e;
+    EMIT(J, MP_CU_OPTIM, 1); /* t += 1, after every element read the old t */
+    J->p[0] = MP_CU_OPT_STEP_INC, J->t[4] = T(c, n->out[3]);
+    return NULL;
+}
+
+/* ---- the op table ---------------------------------------------------------------------------------- */
+
+static const struct {
+    const char *op;
+    lower_fn fn;
+} ops[] = {
+    {"Reshape", lower_view}, {"Flatten", lower_view}, {"Squeeze", lower_view}, {"Unsqueeze", lower_view},
+    {"Identity", lower_view}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
+    {"Split", lower_split}, {"Slice", lower_slice}, {"SliceGrad", lower_slice}, {"Gather", lower_gather},
+    {"GatherGrad", lower_gather}, {"Trilu", lower_trilu}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},
+    {"MatMulGradA", lower_matmul}, {"MatMulGradB", lower_matmul}, {"SumToShape", lower_sum_to},
+    {"GlobalAveragePool", lower_gap}, {"GlobalAveragePoolGrad", lower_gap}, {"Softmax", lower_softmax},
+    {"LogSoftmax", lower_softmax}, {"SoftmaxGrad", lower_softmax}, {"SoftmaxCrossEntropyLoss", lower_sce},
+    {"SoftmaxCrossEntropyGrad", lower_sce}, {"LayerNormalization", lower_layer_norm},
+    {"LayerNormalizationGrad", lower_layer_norm}, {"BatchNormalization", lower_batch_norm},
+    {"BatchNormalizationGrad", lower_batch_norm}, {"Conv", lower_conv}, {"ConvGrad", lower_conv},
+    {"MaxPool", lower_pool}, {"AveragePool", lower_pool}, {"MaxPoolGrad", lower_pool},
+    {"AveragePoolGrad", lower_pool}, {"Dropout", lower_dropout}, {"AdamUpdate", lower_optim},
+    {"SGDUpdate", lower_optim}, {"MomentumUpdate", lower_optim},
+};
+
+static lower_fn find_lowering(const char *op)
+{
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++)
+        if (!strcmp(ops[k].op, op)) return ops[k].fn;
+    for (size_t k = 0; k < sizeof map_ops / sizeof *map_ops; k++)
+        if (!strcmp(map_ops[k].op, op)) return lower_map;
+    return NULL;
+}
+
+/* A node whose outputs are all folded (Shape, Range, a constant mask) becomes constants. */
+static bool folded(const cg *c, const mp_node *n)
+{
     for (int k = 0; k < n->nout; k++)
-        if (n->out[k] >= 0 && g->values[n->out[k]].dtype != MP_FLOAT && g->values[n->out[k]].dtype != MP_INT64)
-            return "a dtype other than float32/int64";
-    const mp_value *x = in_val(g, n, 0);
-    switch (code) {
-    case MP_CU_CONSTANT:
-        return n->nout == 1 && g->values[n->out[0]].konst && g->values[n->out[0]].konst->data ? NULL : "no folded value";
-    case MP_CU_GEMM:
-        if (!x || x->rank != 2 || !in_val(g, n, 1) || in_val(g, n, 1)->rank != 2) return "operands of rank other than 2";
-        if (in_val(g, n, 2) && in_val(g, n, 2)->rank > 2) return "a bias of rank > 2";
-        return NULL;
-    case MP_CU_SCE_LOSS:
-    case MP_CU_SCE_GRAD: {
-        const mp_value *s = code == MP_CU_SCE_LOSS ? x : in_val(g, n, 1), *lab = in_val(g, n, code == MP_CU_SCE_LOSS ? 1 : 2);
-        const char *red = mp_attr_str(n, "reduction", "mean");
-        if (!s || s->rank != 2 || !lab || lab->dtype != MP_INT64) return "scores of rank other than 2";
-        if (in_val(g, n, code == MP_CU_SCE_LOSS ? 2 : 3) || mp_node_attr(n, "ignore_index")) return "class weights or ignore_index";
-        if (strcmp(red, "mean")) return "a reduction other than mean";
-        if (code == MP_CU_SCE_LOSS && (n->nout < 2 || n->out[1] < 0)) return "no log_prob output";
-        return NULL;
+        if (n->out[k] >= 0 && (!V(c, n->out[k])->konst || !V(c, n->out[k])->konst->data)) return false;
+    return n->nout > 0;
+}
+
+static const char *lower_constant(cg *c, const mp_node *n)
+{
+    for (int k = 0; k < n->nout; k++) {
+        int32_t v = n->out[k];
+        if (v < 0 || T(c, v) < 0 || !V(c, v)->bytes) continue;
+        EMIT(I, MP_CU_CONSTANT, 1);
+        I->t[0] = T(c, v);
+        c->kon[c->n - 1] = V(c, v)->konst;
     }
-    case MP_CU_ADAM: return n->nin == 5 && n->nout == 4 ? NULL : "not (param, grad, m, v, step)";
-    default: return x ? NULL : "no input";
-    }
+    return NULL;
+}
+
+/* ---- writing --------------------------------------------------------------------------------------- */
+
+static const struct {
+    mp_dtype dt;
+    int cu;
+} dtypes[] = {{MP_FLOAT, MP_CU_F32}, {MP_INT64, MP_CU_I64}, {MP_BOOL, MP_CU_BOOL}, {MP_INT32, MP_CU_I32}, {MP_DOUBLE, MP_CU_F64}};
+
+static int cu_dtype(mp_dtype t)
+{
+    for (size_t k = 0; k < sizeof dtypes / sizeof *dtypes; k++)
+        if (dtypes[k].dt == t) return dtypes[k].cu;
+    return -1;
 }
 
 static void put_cstr(FILE *f, const char *s)
@@ -99,43 +910,157 @@ static void cuda_dir(char *buf, size_t n)
     snprintf(buf, n, "%s/runtime/cuda", abs);
 }
 
+/* The CPU runner's seeded bound (runtime/plan_run.c fill_seeded): PyTorch's
+ * 1/sqrt(fan-in) for a parameter matrix or filter, else 0.1. */
+static double seed_bound(const cg *c, int32_t v, bool master)
+{
+    const mp_value *val = V(c, v);
+    int64_t n = numel(c, v);
+    if ((val->role != MP_ROLE_PARAM && !master) || val->rank < 2 || n <= 0) return 0.1;
+    int64_t out = dim(c, v, 0) > dim(c, v, val->rank - 1) ? dim(c, v, 0) : dim(c, v, val->rank - 1);
+    return 1.0 / sqrt((double)(n / (out ? out : 1)));
+}
+
+static void put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t *offsets, const mp_plan_info *info,
+                       int32_t nt, int32_t loss)
+{
+    const mp_graph *g = c->g;
+    fprintf(f, "/* plan.cu - written by memplan (codegen/plan_cu.c); build with make. */\n#include \"memplan_cuda.h\"\n\n");
+    for (int32_t v = 0; v < g->nvalues; v++)
+        if (c->tix[v] >= 0 && g->values[v].producer < 0 && g->values[v].konst && g->values[v].konst->data)
+            put_bytes(f, "data_", v, g->values[v].konst);
+    for (int32_t i = 0; i < c->n; i++)
+        if (c->kon[i]) put_bytes(f, "konst_", i, c->kon[i]);
+    fprintf(f, "\nstatic const mp_cu_tensor tensors[] = {\n");
+    for (int32_t v = 0; v < g->nvalues; v++) {
+        if (c->tix[v] < 0) continue;
+        const mp_value *val = &g->values[v];
+        size_t nlen = strlen(val->name);
+        bool master = nlen > 7 && !strcmp(val->name + nlen - 7, ".master");
+        int init = val->producer >= 0 ? 0 : val->konst && val->konst->data ? 3
+                   : val->role == MP_ROLE_OPT_STATE && !master ? 2 : 1;
+        fprintf(f, "    {");
+        put_cstr(f, val->name);
+        fprintf(f, ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %d, %d, {", offsets[v], val->bytes, numel(c, v),
+                cu_dtype(val->dtype), val->rank);
+        for (int a = 0; a < val->rank; a++) fprintf(f, "%s%" PRId64, a ? ", " : "", dim(c, v, a));
+        fprintf(f, "%s}, %d, %.17g, ", val->rank ? "" : "0", init, init == 1 ? seed_bound(c, v, master) : 0.0);
+        if (init == 3) fprintf(f, "data_%d},\n", v);
+        else fprintf(f, "0},\n");
+    }
+    fprintf(f, "};\n\nstatic const char *const nodes[] = {\n");
+    for (int32_t i = 0; i < s->n; i++) {
+        fprintf(f, "    ");
+        put_cstr(f, g->nodes[s->order[i]].name);
+        fprintf(f, ",\n");
+    }
+    fprintf(f, "};\n\nstatic const mp_cu_instr instrs[] = {\n");
+    for (int32_t i = 0; i < c->n; i++) {
+        const mp_cu_instr *I = &c->ins[i];
+        int np = MP_CU_NP, nf = MP_CU_NF;
+        while (np > 1 && !I->p[np - 1]) np--;
+        while (nf > 1 && I->f[nf - 1] == 0) nf--;
+        fprintf(f, "    {%d, %d, {", I->op, I->node);
+        for (int k = 0; k < MP_CU_NT; k++) fprintf(f, "%s%d", k ? ", " : "", I->t[k]);
+        fprintf(f, "}, %" PRId64 ", {", I->n);
+        for (int k = 0; k < np; k++) fprintf(f, "%s%" PRId64, k ? ", " : "", I->p[k]);
+        fprintf(f, "}, {");
+        for (int k = 0; k < nf; k++) fprintf(f, "%s%.17g", k ? ", " : "", I->f[k]);
+        fprintf(f, "}, ");
+        if (c->kon[i]) fprintf(f, "konst_%d},\n", i);
+        else fprintf(f, "0},\n");
+    }
+    if (!c->n) fprintf(f, "    {0, 0, {-1}, 0, {0}, {0}, 0},\n");
+    fprintf(f, "};\n\nstatic const mp_cu_plan plan = {%" PRId64 ", %" PRId64 ", %" PRId64 ", %d, %d, %d, tensors, instrs, nodes};\n\n",
+            info->arena_bytes, info->lower_bound, c->ws, nt, c->n, loss);
+    fprintf(f, "int main(int argc, char **argv) { return mp_cu_main(argc, argv, &plan); }\n");
+}
+
+/* Lowers every instruction; the first refusal, naming the op and the node, and
+ * how many other op types have none. */
+static int lower_all(cg *c, const mp_schedule *s, mp_err *err)
+{
+    const mp_graph *g = c->g;
+    const char *first = NULL, *missing[64];
+    int nmissing = 0;
+    for (int32_t i = 0; i < s->n; i++) {
+        const mp_node *n = &g->nodes[s->order[i]];
+        c->step = i, c->node_id = s->order[i];
+        for (int k = 0; k < n->nin + n->nout; k++) {
+            int32_t v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+            if (v >= 0 && c->tix[v] >= 0 && cu_dtype(V(c, v)->dtype) < 0)
+                return mp_fail(err, "plan.cu: op %s (node '%s'): the CUDA runtime has no %s tensors", n->op_type, n->name,
+                               mp_dtype_name(V(c, v)->dtype));
+            if (v >= 0 && V(c, v)->rank > MP_CU_MAX_RANK)
+                return mp_fail(err, "plan.cu: op %s (node '%s'): rank %d > %d", n->op_type, n->name, V(c, v)->rank, MP_CU_MAX_RANK);
+        }
+        bool any_out = false, in_ok = true;
+        for (int k = 0; k < n->nout; k++) any_out |= n->out[k] >= 0 && c->tix[n->out[k]] >= 0;
+        for (int k = 0; k < n->nin; k++) in_ok &= n->in[k] < 0 || c->tix[n->in[k]] >= 0 || !V(c, n->in[k])->bytes;
+        if (!any_out) continue; /* nothing it writes is kept */
+        lower_fn fn = folded(c, n) ? lower_constant : find_lowering(n->op_type);
+        const char *why = fn ? (in_ok || fn == lower_constant ? fn(c, n) : "an input outside the arena") : NULL;
+        if (fn && !why) continue;
+        if (!first) {
+            if (why) mp_fail(err, "plan.cu: op %s (node '%s'): the CUDA kernel does not support %s", n->op_type, n->name, why);
+            else mp_fail(err, "plan.cu: op %s (node '%s') has no CUDA kernel", n->op_type, n->name);
+            first = n->op_type;
+        }
+        bool seen = false;
+        for (int k = 0; k < nmissing; k++) seen |= !strcmp(missing[k], n->op_type);
+        if (!seen && nmissing < 64) missing[nmissing++] = n->op_type;
+    }
+    if (!first) return 0;
+    if (nmissing > 1) {
+        size_t len = strlen(err->msg);
+        snprintf(err->msg + len, sizeof err->msg - len, " (ops refused: ");
+        for (int k = 0; k < nmissing; k++) {
+            len = strlen(err->msg);
+            snprintf(err->msg + len, sizeof err->msg - len, "%s%s", k ? ", " : "", missing[k]);
+        }
+        len = strlen(err->msg);
+        snprintf(err->msg + len, sizeof err->msg - len, ")");
+    }
+    return -1;
+}
+
+static int write_makefile(const char *dir, mp_err *err)
+{
+    char cdir[PATH_MAX + 32], mk[PATH_MAX + 32];
+    cuda_dir(cdir, sizeof cdir);
+    snprintf(mk, sizeof mk, "%s/Makefile", dir);
+    FILE *f = fopen(mk, "w");
+    if (!f) return mp_fail(err, "%s: %s", mk, strerror(errno));
+    fprintf(f, "# written by memplan: make builds ./plan, the executable plan (plan.cu) on the GPU;\n"
+               "# make plan-host the same plan on the CPU (runtime/cuda/mp_cu_host.c)\n"
+               "MEMPLAN_CUDA ?= %s\nNVCC ?= nvcc\nNVCCFLAGS ?= -O2\nCC ?= cc\n"
+               "CUDA_SRC = $(MEMPLAN_CUDA)/memplan_cuda.cu $(MEMPLAN_CUDA)/memplan_cuda.h $(MEMPLAN_CUDA)/mp_cu_kernels.h $(MEMPLAN_CUDA)/mp_cu_main.h\n\n"
+               "plan: plan.cu $(CUDA_SRC)\n"
+               "\t$(NVCC) $(NVCCFLAGS) -I$(MEMPLAN_CUDA) -o $@ plan.cu $(MEMPLAN_CUDA)/memplan_cuda.cu -lcublas\n\n"
+               "plan-host: plan.cu $(MEMPLAN_CUDA)/mp_cu_host.c $(CUDA_SRC)\n"
+               "\t$(CC) -O2 -I$(MEMPLAN_CUDA) -o $@ -x c plan.cu -x none $(MEMPLAN_CUDA)/mp_cu_host.c -lm\n\n"
+               "clean:\n\trm -f plan plan-host\n", cdir);
+    bool bad = ferror(f) != 0;
+    if (fclose(f) || bad) return mp_fail(err, "%s: write error", mk);
+    return 0;
+}
+
 int mp_plan_write_cuda(const char *dir, const mp_graph *g, const mp_schedule *s, const int64_t *offsets,
                        const mp_plan_info *info, mp_err *err)
 {
-    /* every instruction must have a kernel before anything is written */
-    int *code = malloc((size_t)(s->n + 1) * sizeof *code);
     int32_t *tix = malloc((size_t)(g->nvalues + 1) * sizeof *tix);
-    if (!code || !tix) {
-        free(code);
-        free(tix);
-        return mp_fail(err, "out of memory");
-    }
+    cg c = {g, tix, offsets, NULL, NULL, 0, 0, 0, 0, 0};
     int rc = -1;
     FILE *f = NULL;
     char tmp[PATH_MAX], path[PATH_MAX];
-    for (int32_t i = 0; i < s->n; i++) {
-        const mp_node *n = &g->nodes[s->order[i]];
-        code[i] = -1;
-        for (size_t k = 0; k < sizeof cu_ops / sizeof *cu_ops; k++)
-            if (!strcmp(cu_ops[k].op_type, n->op_type)) code[i] = cu_ops[k].code;
-        /* an op whose outputs are all folded (Shape, Range of constants) is a constant */
-        bool folded = n->nout == 1 && n->out[0] >= 0 && g->values[n->out[0]].konst && g->values[n->out[0]].konst->data;
-        if (code[i] < 0 && folded) code[i] = MP_CU_CONSTANT;
-        if (code[i] < 0) {
-            mp_fail(err, "plan.cu: op %s (node '%s') has no CUDA kernel", n->op_type, n->name);
-            goto done;
-        }
-        const char *why = unsupported_case(g, n, code[i]);
-        if (why) {
-            mp_fail(err, "plan.cu: op %s (node '%s'): the CUDA kernel does not support %s", n->op_type, n->name, why);
-            goto done;
-        }
-    }
+    if (!tix) return mp_fail(err, "out of memory");
     int32_t nt = 0, loss = -1;
     for (int32_t v = 0; v < g->nvalues; v++) tix[v] = offsets[v] >= 0 ? nt++ : -1;
+    /* every instruction must lower before anything is written */
+    if (lower_all(&c, s, err)) goto done;
     if (g->noutputs > 0 && g->outputs[0] >= 0) loss = tix[g->outputs[0]];
-    if (loss < 0) {
-        mp_fail(err, "plan.cu: the step has no loss in the arena");
+    if (loss < 0 || g->values[g->outputs[0]].dtype != MP_FLOAT) {
+        mp_fail(err, "plan.cu: the step has no float32 loss in the arena");
         goto done;
     }
     snprintf(path, sizeof path, "%s/plan.cu", dir);
@@ -144,60 +1069,7 @@ int mp_plan_write_cuda(const char *dir, const mp_graph *g, const mp_schedule *s,
         mp_fail(err, "%s: %s", tmp, strerror(errno));
         goto done;
     }
-    fprintf(f, "/* plan.cu - written by memplan (codegen/plan_cu.c); build with make. */\n#include \"memplan_cuda.h\"\n\n");
-    for (int32_t v = 0; v < g->nvalues; v++)
-        if (tix[v] >= 0 && g->values[v].producer < 0 && g->values[v].konst && g->values[v].konst->data)
-            put_bytes(f, "data_", v, g->values[v].konst);
-    for (int32_t i = 0; i < s->n; i++)
-        if (code[i] == MP_CU_CONSTANT) put_bytes(f, "konst_", i, g->values[g->nodes[s->order[i]].out[0]].konst);
-    fprintf(f, "\nstatic const mp_cu_tensor tensors[] = {\n");
-    for (int32_t v = 0; v < g->nvalues; v++) {
-        if (tix[v] < 0) continue;
-        const mp_value *val = &g->values[v];
-        int64_t numel = 1;
-        for (int a = 0; a < val->rank; a++) numel *= val->dims[a].v;
-        size_t nlen = strlen(val->name);
-        bool master = nlen > 7 && !strcmp(val->name + nlen - 7, ".master");
-        int init = val->producer >= 0 ? 0 : val->konst && val->konst->data ? 3
-                   : val->role == MP_ROLE_OPT_STATE && !master ? 2 : 1;
-        fprintf(f, "    {");
-        put_cstr(f, val->name);
-        fprintf(f, ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %d, %d, {", offsets[v], val->bytes, numel,
-                val->dtype == MP_INT64 ? MP_CU_I64 : MP_CU_F32, val->rank);
-        for (int a = 0; a < val->rank; a++) fprintf(f, "%s%" PRId64, a ? ", " : "", val->dims[a].v);
-        fprintf(f, "}, %d, ", init);
-        if (init == 3) fprintf(f, "data_%d},\n", v);
-        else fprintf(f, "0},\n");
-    }
-    fprintf(f, "};\n\nstatic const mp_cu_instr instrs[] = {\n");
-    for (int32_t i = 0; i < s->n; i++) {
-        const mp_node *n = &g->nodes[s->order[i]];
-        double fa[6] = {0};
-        int64_t ia[2] = {0};
-        if (code[i] == MP_CU_GEMM) {
-            fa[0] = mp_attr_float(n, "alpha", 1.0f), fa[1] = mp_attr_float(n, "beta", 1.0f);
-            ia[0] = mp_attr_int(n, "transA", 0), ia[1] = mp_attr_int(n, "transB", 0);
-        } else if (code[i] == MP_CU_ADAM) {
-            fa[0] = mp_attr_float(n, "lr", 1e-3f), fa[1] = mp_attr_float(n, "beta1", 0.9f);
-            fa[2] = mp_attr_float(n, "beta2", 0.999f), fa[3] = mp_attr_float(n, "epsilon", 1e-8f);
-            fa[4] = mp_attr_float(n, "weight_decay", 0.0f), fa[5] = mp_attr_float(n, "loss_scale", 1.0f);
-        }
-        fprintf(f, "    {%d, ", code[i]);
-        put_cstr(f, n->name);
-        int nin = n->nin < 6 ? n->nin : 6, nout = n->nout < 4 ? n->nout : 4;
-        fprintf(f, ", %d, %d, {", nin, nout);
-        for (int k = 0; k < nin; k++) fprintf(f, "%s%d", k ? ", " : "", n->in[k] >= 0 ? tix[n->in[k]] : -1);
-        fprintf(f, "%s}, {", nin ? "" : "-1");
-        for (int k = 0; k < nout; k++) fprintf(f, "%s%d", k ? ", " : "", n->out[k] >= 0 ? tix[n->out[k]] : -1);
-        fprintf(f, "%s}, {", nout ? "" : "-1");
-        for (int k = 0; k < 6; k++) fprintf(f, "%s%.17g", k ? ", " : "", fa[k]);
-        fprintf(f, "}, {%" PRId64 ", %" PRId64 "}, ", ia[0], ia[1]);
-        if (code[i] == MP_CU_CONSTANT) fprintf(f, "konst_%d},\n", i);
-        else fprintf(f, "0},\n");
-    }
-    fprintf(f, "};\n\nstatic const mp_cu_plan plan = {%" PRId64 ", %" PRId64 ", %d, %d, %d, tensors, instrs};\n\n",
-            info->arena_bytes, info->lower_bound, nt, s->n, loss);
-    fprintf(f, "int main(int argc, char **argv) { return mp_cu_main(argc, argv, &plan); }\n");
+    put_tables(f, &c, s, offsets, info, nt, loss);
     bool bad = ferror(f) != 0;
     if (fclose(f) || bad || rename(tmp, path)) {
         f = NULL;
@@ -206,32 +1078,14 @@ int mp_plan_write_cuda(const char *dir, const mp_graph *g, const mp_schedule *s,
         goto done;
     }
     f = NULL;
-    char cdir[PATH_MAX + 32], mk[PATH_MAX + 32];
-    cuda_dir(cdir, sizeof cdir);
-    snprintf(mk, sizeof mk, "%s/Makefile", dir);
-    if (!(f = fopen(mk, "w"))) {
-        mp_fail(err, "%s: %s", mk, strerror(errno));
-        goto done;
-    }
-    fprintf(f, "# written by memplan: make builds ./plan, the executable plan (plan.cu)\n"
-               "MEMPLAN_CUDA ?= %s\nNVCC ?= nvcc\nNVCCFLAGS ?= -O2\n\n"
-               "plan: plan.cu $(MEMPLAN_CUDA)/memplan_cuda.cu $(MEMPLAN_CUDA)/memplan_cuda.h\n"
-               "\t$(NVCC) $(NVCCFLAGS) -I$(MEMPLAN_CUDA) -o $@ plan.cu $(MEMPLAN_CUDA)/memplan_cuda.cu -lcublas\n\n"
-               "clean:\n\trm -f plan\n", cdir);
-    bad = ferror(f) != 0;
-    if (fclose(f) || bad) {
-        f = NULL;
-        mp_fail(err, "%s: write error", mk);
-        goto done;
-    }
-    f = NULL;
-    rc = 0;
+    rc = write_makefile(dir, err);
 done:
     if (f) {
         fclose(f);
         remove(tmp);
     }
-    free(code);
+    free(c.ins);
+    free(c.kon);
     free(tix);
     return rc;
 }

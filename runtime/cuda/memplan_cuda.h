@@ -1,53 +1,118 @@
 /* memplan_cuda.h - what an emitted plan.cu (codegen/plan_cu.c) links against:
- * the tables it bakes in, and mp_cu_main, which runs them in one cudaMalloc. */
+ * the tables it bakes in, and mp_cu_main, which runs them in one cudaMalloc.
+ *
+ *   plan.cu:  static const mp_cu_tensor tensors[] = {...};   // name, offset, shape, how it starts
+ *             static const mp_cu_instr instrs[] = {...};     // kernel, tensors, n, params
+ *             int main(int argc, char **argv) { return mp_cu_main(argc, argv, &plan); }
+ *
+ * Codegen lowers every ONNX / training op to one or more runtime
+ * instructions whose index math it computes on the host (views, window
+ * geometry, GEMM descriptors), so the runtime only maps tensor indices to
+ * arena pointers and launches. Two runtimes link the same plan.cu:
+ * memplan_cuda.cu (the GPU) and mp_cu_host.c (the same element functions,
+ * mp_cu_kernels.h, run on the CPU: what the tests check without a GPU).
+ * Plain C, so plan.cu also compiles as C. */
 #ifndef MP_CUDA_H
 #define MP_CUDA_H
 
 #include <stdint.h>
 
-/* Ops the CUDA runtime has kernels for; codegen refuses every other op by name. */
+/* Runtime kernels. A row of codegen's op table lowers an ONNX op to these. */
 enum {
-    MP_CU_CONSTANT = 0,
-    MP_CU_GEMM,          /* cublasGemmEx, bias C broadcast first */
-    MP_CU_RELU,
-    MP_CU_RELU_GRAD,     /* (dY, Y) -> dY * (Y > 0) */
-    MP_CU_SCE_LOSS,      /* SoftmaxCrossEntropyLoss, [N, C] scores, int64 labels, mean */
-    MP_CU_SCE_GRAD,      /* (dLoss, log_prob, labels) -> dScores */
-    MP_CU_SUM_TO_SHAPE,  /* sum over broadcast axes */
-    MP_CU_ADAM,          /* AdamUpdate (param, grad, m, v, step) in place */
+    MP_CU_CONSTANT = 0, /* out0 <- the instruction's folded bytes */
+    MP_CU_FILL,         /* out0[i] = f[0]                                  (any dtype) */
+    MP_CU_COPY,         /* dst[view1(i)] = src[view0(i)]                   (any dtype, by element size) */
+    MP_CU_MAP,          /* out[i] = fn(p[0]; in_k[view_k(i)], k < p[1])    (loads / stores convert dtypes) */
+    MP_CU_REDUCE,       /* out[j] = f[0] * sum_k in[A(j) + B(k)]           (p: views A, B) */
+    MP_CU_GEMM,         /* cuBLAS strided batched; see mp_cu_gemm below */
+    MP_CU_SOFTMAX,      /* a thread per (outer, inner) row; p[3]: 0 softmax, 1 log-softmax, 2 its gradient */
+    MP_CU_SCE_LOSS,     /* log_softmax over C, then -mean/sum of the label's entries (one thread sums) */
+    MP_CU_SCE_GRAD,     /* (dLoss, log_prob, labels) -> dScores */
+    MP_CU_LN_ROWS,      /* LayerNorm forward (p[2] 0) or dX (p[2] 1), a thread per row */
+    MP_CU_LN_COLS,      /* LayerNorm dScale, dBias, a thread per normalized element */
+    MP_CU_BN_STATS,     /* BatchNorm per channel: batch mean/var, running stats, grad sums */
+    MP_CU_BN_APPLY,     /* BatchNorm per element: forward Y or dX */
+    MP_CU_CONV,         /* direct convolution, a thread per output element */
+    MP_CU_CONV_DX,      /* a thread per input element */
+    MP_CU_CONV_DW,      /* a thread per weight element */
+    MP_CU_POOL,         /* max / average pool, a thread per output element */
+    MP_CU_POOL_DX,      /* their gradient, a thread per input element */
+    MP_CU_GATHER,       /* out[o, j, i] = data[o, idx[j], i] (any dtype) */
+    MP_CU_SCATTER_ADD,  /* out[o, idx[j], i] += dy[o, j, i] (atomic on the GPU) */
+    MP_CU_DROPOUT,      /* counter-based draws, as the CPU executor's */
+    MP_CU_TRILU,
+    MP_CU_OPTIM,        /* Adam / AdamW / SGD / Momentum, p[0] the rule */
     MP_CU_OP_COUNT
 };
 
-enum { MP_CU_F32 = 0, MP_CU_I64 = 1 };
+/* MP_CU_MAP functions (p[0]); the element math is in mp_cu_kernels.h. */
+enum {
+    MP_FN_IDENT = 0, MP_FN_RELU, MP_FN_NEG, MP_FN_EXP, MP_FN_LOG, MP_FN_SQRT, MP_FN_RECIP, MP_FN_ABS, MP_FN_TANH,
+    MP_FN_SIGMOID, MP_FN_ERF, MP_FN_GELU, MP_FN_GELU_TANH, MP_FN_HARD_SIGMOID, MP_FN_HARD_SWISH, MP_FN_SCALE,
+    MP_FN_LEAKY_RELU,
+    /* two operands */
+    MP_FN_ADD, MP_FN_SUB, MP_FN_MUL, MP_FN_DIV, MP_FN_IDIV, MP_FN_POW, MP_FN_MAX, MP_FN_MIN, MP_FN_EQUAL,
+    MP_FN_LESS, MP_FN_GREATER, MP_FN_AND, MP_FN_OR,
+    MP_FN_RELU_GRAD, MP_FN_SIGMOID_GRAD, MP_FN_TANH_GRAD, MP_FN_GELU_GRAD, MP_FN_GELU_TANH_GRAD,
+    MP_FN_HARD_SIGMOID_GRAD, MP_FN_HARD_SWISH_GRAD, MP_FN_MASK_SCALE, MP_FN_ERF_GRAD, MP_FN_SQRT_GRAD,
+    MP_FN_PICK_IF, MP_FN_PICK_IF_NOT,
+    /* three operands */
+    MP_FN_WHERE, MP_FN_POW_GRAD,
+    MP_FN_COUNT
+};
+
+enum { MP_CU_OPT_ADAM = 0, MP_CU_OPT_SGD, MP_CU_OPT_MOMENTUM };
+
+/* Element types of the arena's tensors. */
+enum { MP_CU_F32 = 0, MP_CU_I64, MP_CU_BOOL, MP_CU_I32, MP_CU_F64, MP_CU_DTYPE_COUNT };
+
+#define MP_CU_MAX_RANK 8
+#define MP_CU_NT 8      /* tensor operands of one instruction */
+#define MP_CU_NP 64     /* integer parameters */
+#define MP_CU_NF 8      /* float parameters */
+#define MP_CU_WS (-2)   /* an operand that is the runtime's workspace, not a tensor */
+
+/* A strided view, laid out in p[] as: rank, dims[rank], then per operand
+ * offset and strides[rank] (mp_cu_kernels.h reads it). */
 
 typedef struct mp_cu_tensor {
     const char *name;
     int64_t offset, bytes, numel;
     int dtype, rank;
-    int64_t dims[8];
+    int64_t dims[MP_CU_MAX_RANK];
     int init;            /* before the first step: 0 nothing (computed), 1 seeded, 2 zero (optimizer state), 3 data */
+    double bound;        /* init 1: floats uniform in [-bound, bound] (the CPU runner's rule) */
     const void *data;    /* init 3: its bytes (folded constants) */
 } mp_cu_tensor;
 
 typedef struct mp_cu_instr {
-    int op;
-    const char *node;
-    int nin, nout;
-    int32_t in[6], out[4];   /* tensor indices, -1 absent */
-    double f[6];             /* Gemm: alpha, beta; Adam: lr, beta1, beta2, epsilon, weight_decay, loss_scale */
-    int64_t i[2];            /* Gemm: transA, transB */
-    const void *konst;       /* Constant: its bytes */
+    int op;                  /* MP_CU_* */
+    int node;                /* index into the plan's node names */
+    int32_t t[MP_CU_NT];     /* tensor indices (-1 absent, MP_CU_WS the workspace); which is which per op */
+    int64_t n;               /* threads (elements) to run */
+    int64_t p[MP_CU_NP];
+    double f[MP_CU_NF];
+    const void *konst;       /* MP_CU_CONSTANT: its bytes */
 } mp_cu_instr;
 
+/* MP_CU_GEMM's p[]: row-major C[b] (M x N) = alpha op(A[b]) op(B[b]) + beta C[b]
+ * over `batch` matrices (stride 0: the same matrix for every b; sc 0: every
+ * b accumulates into one C). */
+enum { GM_M = 0, GM_N, GM_K, GM_TA, GM_TB, GM_LDA, GM_LDB, GM_BATCH, GM_SA, GM_SB, GM_SC, GM_BETA_ONE };
+
 typedef struct mp_cu_plan {
-    int64_t arena_bytes, lower_bound;
+    int64_t arena_bytes, lower_bound, workspace_bytes;
     int32_t ntensors, ninstr, loss;  /* loss: tensor index */
     const mp_cu_tensor *t;
     const mp_cu_instr *ins;
+    const char *const *nodes;        /* node names, for errors and profiles */
 } mp_cu_plan;
 
 /* plan [--steps N] [--seed S] [--json]: prints loss and time per step, the
- * arena, and cudaMemGetInfo before and after the allocation. */
+ * arena, the workspace, and cudaMemGetInfo before and after the allocation. */
+#ifdef __cplusplus
+extern "C"
+#endif
 int mp_cu_main(int argc, char **argv, const mp_cu_plan *p);
 
 #endif

@@ -1,0 +1,686 @@
+/* mp_cu_kernels.h - the element functions of the runtime kernels: what one
+ * GPU thread computes, written once in plain C and compiled twice, as
+ * __device__ code by memplan_cuda.cu and as host code by mp_cu_host.c (which
+ * the tests run against the CPU executor, so the index math and the math of
+ * every kernel are checked without a GPU).
+ *
+ *   MP_HD void k_copy(const mp_cu_args *a, int64_t i);   // thread i of MP_CU_COPY
+ *
+ * Semantics follow the CPU reference kernels (runtime/cpu_*.c): sums and
+ * statistics accumulate in double, in the CPU's order where one thread does
+ * the whole sum, and round once into the output. */
+#ifndef MP_CU_KERNELS_H
+#define MP_CU_KERNELS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "memplan_cuda.h"
+
+#ifdef __CUDACC__
+#define MP_HD __host__ __device__ static inline
+#else
+#define MP_HD static inline
+#endif
+#ifdef __CUDA_ARCH__ /* the device pass */
+#define MP_ATOMIC_ADD_F32(p, v) atomicAdd((p), (v))
+#else
+#define MP_ATOMIC_ADD_F32(p, v) (*(p) += (v))
+#endif
+
+/* What a launch gets by value: operand pointers (NULL absent) and dtypes, the
+ * instruction's parameters, and the run's seed. */
+typedef struct mp_cu_args {
+    void *x[MP_CU_NT];
+    int dt[MP_CU_NT];
+    int64_t n;
+    int64_t p[MP_CU_NP];
+    double f[MP_CU_NF];
+    uint64_t seed;
+} mp_cu_args;
+
+/* ---- element access ------------------------------------------------------- */
+
+MP_HD int mp_cu_esize(int dt) { return dt == MP_CU_BOOL ? 1 : dt == MP_CU_I32 || dt == MP_CU_F32 ? 4 : 8; }
+
+MP_HD double mp_cu_ld(const void *p, int dt, int64_t i)
+{
+    switch (dt) {
+    case MP_CU_F32: return ((const float *)p)[i];
+    case MP_CU_I64: return (double)((const int64_t *)p)[i];
+    case MP_CU_BOOL: return ((const unsigned char *)p)[i] != 0;
+    case MP_CU_I32: return ((const int32_t *)p)[i];
+    default: return ((const double *)p)[i];
+    }
+}
+
+MP_HD int64_t mp_cu_ldi(const void *p, int dt, int64_t i)
+{
+    return dt == MP_CU_I64 ? ((const int64_t *)p)[i] : dt == MP_CU_I32 ? ((const int32_t *)p)[i] : (int64_t)mp_cu_ld(p, dt, i);
+}
+
+MP_HD void mp_cu_st(void *p, int dt, int64_t i, double v)
+{
+    switch (dt) {
+    case MP_CU_F32: ((float *)p)[i] = (float)v; break;
+    case MP_CU_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case MP_CU_BOOL: ((unsigned char *)p)[i] = v != 0; break;
+    case MP_CU_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    default: ((double *)p)[i] = v; break;
+    }
+}
+
+/* Element offset of flat index i (row-major over dims) under strides str. */
+MP_HD int64_t mp_cu_at(int rank, const int64_t *dims, const int64_t *str, int64_t i)
+{
+    int64_t off = 0;
+    for (int a = rank - 1; a >= 0; a--) {
+        off += (i % dims[a]) * str[a];
+        i /= dims[a];
+    }
+    return off;
+}
+
+/* ---- MP_CU_FILL, MP_CU_COPY ------------------------------------------------- */
+
+MP_HD void k_fill(const mp_cu_args *a, int64_t i) { mp_cu_st(a->x[0], a->dt[0], i, a->f[0]); }
+
+/* p: rank r, dims[r], src offset, src strides[r], dst offset, dst strides[r] */
+MP_HD void k_copy(const mp_cu_args *a, int64_t i)
+{
+    int r = (int)a->p[0];
+    const int64_t *dims = a->p + 1;
+    int64_t s = a->p[1 + r] + mp_cu_at(r, dims, a->p + 2 + r, i);
+    int64_t d = a->p[2 + 2 * r] + mp_cu_at(r, dims, a->p + 3 + 2 * r, i);
+    switch (mp_cu_esize(a->dt[0])) {
+    case 1: ((unsigned char *)a->x[1])[d] = ((const unsigned char *)a->x[0])[s]; break;
+    case 4: ((uint32_t *)a->x[1])[d] = ((const uint32_t *)a->x[0])[s]; break;
+    default: ((uint64_t *)a->x[1])[d] = ((const uint64_t *)a->x[0])[s]; break;
+    }
+}
+
+/* ---- MP_CU_MAP ------------------------------------------------------------------ */
+
+MP_HD double mp_cu_sigmoid(double v) { return v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v)); }
+
+MP_HD double mp_cu_fn(int fn, double u, double v, double w, const double *f)
+{
+    const double c = 0.7978845608028654; /* sqrt(2 / pi) */
+    switch (fn) {
+    case MP_FN_IDENT: return u;
+    case MP_FN_RELU: return u > 0 ? u : 0;
+    case MP_FN_NEG: return -u;
+    case MP_FN_EXP: return exp(u);
+    case MP_FN_LOG: return log(u);
+    case MP_FN_SQRT: return sqrt(u);
+    case MP_FN_RECIP: return 1 / u;
+    case MP_FN_ABS: return fabs(u);
+    case MP_FN_TANH: return tanh(u);
+    case MP_FN_SIGMOID: return mp_cu_sigmoid(u);
+    case MP_FN_ERF: return erf(u);
+    case MP_FN_GELU: return 0.5 * u * (1 + erf(u * 0.70710678118654752440));
+    case MP_FN_GELU_TANH: return 0.5 * u * (1 + tanh(c * (u + 0.044715 * u * u * u)));
+    case MP_FN_HARD_SIGMOID: return fmax(0.0, fmin(1.0, f[0] * u + f[1]));
+    case MP_FN_HARD_SWISH: return u * fmax(0.0, fmin(1.0, u / 6 + 0.5));
+    case MP_FN_SCALE: return f[0] * u / f[1];
+    case MP_FN_LEAKY_RELU: return u >= 0 ? u : f[0] * u;
+    case MP_FN_ADD: return u + v;
+    case MP_FN_SUB: return u - v;
+    case MP_FN_MUL: return u * v;
+    case MP_FN_DIV: return u / v;
+    case MP_FN_IDIV: return v == 0 ? 0 : trunc(u / v);
+    case MP_FN_POW: return pow(u, v);
+    case MP_FN_MAX: return fmax(u, v);
+    case MP_FN_MIN: return fmin(u, v);
+    case MP_FN_EQUAL: return u == v;
+    case MP_FN_LESS: return u < v;
+    case MP_FN_GREATER: return u > v;
+    case MP_FN_AND: return u != 0 && v != 0;
+    case MP_FN_OR: return u != 0 || v != 0;
+    case MP_FN_RELU_GRAD: return v > 0 ? u : 0;
+    case MP_FN_SIGMOID_GRAD: return u * v * (1 - v);
+    case MP_FN_TANH_GRAD: return u * (1 - v * v);
+    case MP_FN_GELU_GRAD:
+        return u * (0.5 * (1 + erf(v * 0.7071067811865476)) + v * exp(-0.5 * v * v) * 0.3989422804014327);
+    case MP_FN_GELU_TANH_GRAD: {
+        double t = tanh(c * (v + 0.044715 * v * v * v));
+        return u * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * c * (1 + 3 * 0.044715 * v * v));
+    }
+    case MP_FN_HARD_SIGMOID_GRAD: {
+        double t = f[0] * v + f[1];
+        return t > 0 && t < 1 ? f[0] * u : 0.0;
+    }
+    case MP_FN_HARD_SWISH_GRAD: return v < -3 ? 0 : v > 3 ? u : u * (2 * v + 3) / 6;
+    case MP_FN_MASK_SCALE: return v != 0 ? f[0] * u : 0.0;
+    case MP_FN_ERF_GRAD: return u * 1.1283791670955126 * exp(-v * v);
+    case MP_FN_SQRT_GRAD: return u / (2 * v);
+    case MP_FN_PICK_IF: return v != 0 ? u : 0.0;
+    case MP_FN_PICK_IF_NOT: return v == 0 ? u : 0.0;
+    case MP_FN_WHERE: return u != 0 ? v : w;
+    case MP_FN_POW_GRAD: return u * w * pow(v, w - 1);
+    default: return NAN;
+    }
+}
+
+/* p: fn, nin, rank r, dims[r], then per input: offset, strides[r]. x: inputs, then the output. */
+MP_HD void k_map(const mp_cu_args *a, int64_t i)
+{
+    int nin = (int)a->p[1], r = (int)a->p[2];
+    const int64_t *dims = a->p + 3;
+    double v[3] = {0, 0, 0};
+    for (int k = 0; k < nin; k++) {
+        const int64_t *s = a->p + 3 + r + k * (r + 1);
+        v[k] = mp_cu_ld(a->x[k], a->dt[k], s[0] + mp_cu_at(r, dims, s + 1, i));
+    }
+    mp_cu_st(a->x[nin], a->dt[nin], i, mp_cu_fn((int)a->p[0], v[0], v[1], v[2], a->f));
+}
+
+/* ---- MP_CU_REDUCE: out[j] = f0 * sum_k in[A(j) + B(k)] / f1 ------------------------ */
+
+/* p: ra, dims[ra], strides[ra], offset, rb, dims[rb], strides[rb], count */
+MP_HD void k_reduce(const mp_cu_args *a, int64_t j)
+{
+    int ra = (int)a->p[0];
+    const int64_t *b = a->p + 2 + 2 * ra;
+    int rb = (int)b[0];
+    int64_t base = a->p[1 + 2 * ra] + mp_cu_at(ra, a->p + 1, a->p + 1 + ra, j), cnt = b[1 + 2 * rb];
+    double s = 0;
+    for (int64_t k = 0; k < cnt; k++) s += mp_cu_ld(a->x[0], a->dt[0], base + mp_cu_at(rb, b + 1, b + 1 + rb, k));
+    mp_cu_st(a->x[1], a->dt[1], j, a->f[0] * s / a->f[1]);
+}
+
+/* ---- MP_CU_GEMM on the host (the GPU uses cuBLAS) ------------------------------- */
+
+/* Element i of the batch's C: C[b] (or the one C when SC is 0). */
+MP_HD void k_gemm_elem(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    int64_t M = p[GM_M], N = p[GM_N], K = p[GM_K], m = (i / N) % M, nn = i % N;
+    int64_t b0 = p[GM_SC] ? i / (M * N) : 0, b1 = p[GM_SC] ? b0 + 1 : p[GM_BATCH];
+    const float *A = (const float *)a->x[0], *B = (const float *)a->x[1];
+    float *C = (float *)a->x[2];
+    double s = 0;
+    for (int64_t b = b0; b < b1; b++) {
+        const float *Ab = A + b * p[GM_SA], *Bb = B + b * p[GM_SB];
+        for (int64_t k = 0; k < K; k++) {
+            double x = p[GM_TA] ? Ab[k * p[GM_LDA] + m] : Ab[m * p[GM_LDA] + k];
+            double y = p[GM_TB] ? Bb[nn * p[GM_LDB] + k] : Bb[k * p[GM_LDB] + nn];
+            s += x * y;
+        }
+    }
+    int64_t at = b0 * p[GM_SC] + m * N + nn;
+    C[at] = (float)(a->f[0] * s + (p[GM_BETA_ONE] ? C[at] : 0));
+}
+
+/* ---- softmax family: a thread per (outer, inner) row ---------------------------- */
+
+/* p: outer, d, inner, kind (0 softmax, 1 log-softmax: x0 -> x1; 2 gradient: dY x0, Y x1 -> dX x2) */
+MP_HD void k_softmax(const mp_cu_args *a, int64_t r)
+{
+    int64_t d = a->p[1], inner = a->p[2], base = (r / inner) * d * inner + r % inner;
+    const float *x = (const float *)a->x[0];
+    if (a->p[3] == 2) {
+        const float *y = (const float *)a->x[1];
+        float *dx = (float *)a->x[2];
+        double dot = 0;
+        for (int64_t j = 0; j < d; j++) dot += (double)x[base + j * inner] * y[base + j * inner];
+        for (int64_t j = 0; j < d; j++) dx[base + j * inner] = (float)(y[base + j * inner] * (x[base + j * inner] - dot));
+        return;
+    }
+    float *y = (float *)a->x[1];
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < d; j++)
+        if (x[base + j * inner] > m) m = x[base + j * inner];
+    for (int64_t j = 0; j < d; j++) s += exp(x[base + j * inner] - m);
+    for (int64_t j = 0; j < d; j++) {
+        double e = x[base + j * inner] - m;
+        y[base + j * inner] = (float)(a->p[3] == 1 ? e - log(s) : exp(e) / s);
+    }
+}
+
+/* ---- SoftmaxCrossEntropy ------------------------------------------------------------ */
+
+enum { SCE_N = 0, SCE_C, SCE_D, SCE_MEAN, SCE_HAS_IGNORE, SCE_IGNORE, SCE_PHASE };
+
+MP_HD int mp_cu_sce_skip(const int64_t *p, int64_t l) { return p[SCE_HAS_IGNORE] && l == p[SCE_IGNORE]; }
+
+/* one thread: x0 log_prob, x1 labels -> x2 loss */
+MP_HD void k_sce_loss(const mp_cu_args *a, int64_t i)
+{
+    (void)i;
+    const int64_t *p = a->p;
+    int64_t C = p[SCE_C], D = p[SCE_D];
+    double total = 0, wsum = 0;
+    for (int64_t it = 0; it < p[SCE_N] * D; it++) {
+        int64_t l = mp_cu_ldi(a->x[1], a->dt[1], it), n = it / D, d = it % D;
+        if (mp_cu_sce_skip(p, l) || l < 0 || l >= C) continue;
+        total -= mp_cu_ld(a->x[0], a->dt[0], (n * C + l) * D + d);
+        wsum += 1;
+    }
+    mp_cu_st(a->x[2], a->dt[2], 0, p[SCE_MEAN] ? total / wsum : total);
+}
+
+/* phase 0 (one thread): the normalizer into x4 (workspace, double); phase 1:
+ * x0 dLoss, x1 log_prob, x2 labels -> x3 dScores, an element per thread */
+MP_HD void k_sce_grad(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    int64_t C = p[SCE_C], D = p[SCE_D];
+    double *norm = (double *)a->x[4];
+    if (p[SCE_PHASE] == 0) {
+        double s = 0;
+        for (int64_t it = 0; it < p[SCE_N] * D; it++) s += !mp_cu_sce_skip(p, mp_cu_ldi(a->x[2], a->dt[2], it));
+        *norm = !p[SCE_MEAN] || s == 0 ? 1 : s;
+        return;
+    }
+    int64_t d = i % D, c = (i / D) % C, nn = i / (C * D), l = mp_cu_ldi(a->x[2], a->dt[2], nn * D + d);
+    double s = mp_cu_sce_skip(p, l) ? 0 : mp_cu_ld(a->x[0], a->dt[0], 0) / *norm;
+    mp_cu_st(a->x[3], a->dt[3], i, s * (exp(mp_cu_ld(a->x[1], a->dt[1], i)) - (c == l ? 1.0 : 0.0)));
+}
+
+/* ---- LayerNormalization over rows of p[1] elements ------------------------------------- */
+
+/* p: rows, n, mode. mode 0: X x0, scale x1, bias x2 -> Y x3 (mean x4, inv std x5 if asked);
+ * mode 1: dY x0, X x1, scale x2 -> dX x3, and (mean, rstd) per row into x4 (workspace). f0 epsilon. */
+MP_HD void k_ln_rows(const mp_cu_args *a, int64_t r)
+{
+    int64_t n = a->p[1], b = r * n;
+    const float *x = (const float *)a->x[a->p[2] ? 1 : 0];
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < n; j++) mu += x[b + j];
+    mu /= (double)n;
+    for (int64_t j = 0; j < n; j++) var += (x[b + j] - mu) * (x[b + j] - mu);
+    double rstd = 1 / sqrt(var / (double)n + a->f[0]);
+    if (a->p[2] == 0) {
+        const float *sc = (const float *)a->x[1], *bi = (const float *)a->x[2];
+        float *y = (float *)a->x[3];
+        for (int64_t j = 0; j < n; j++) y[b + j] = (float)((x[b + j] - mu) * rstd * sc[j] + (bi ? bi[j] : 0));
+        if (a->x[4]) ((float *)a->x[4])[r] = (float)mu;
+        if (a->x[5]) ((float *)a->x[5])[r] = (float)rstd;
+        return;
+    }
+    const float *dy = (const float *)a->x[0], *sc = (const float *)a->x[2];
+    float *dx = (float *)a->x[3];
+    double m1 = 0, m2 = 0;
+    for (int64_t j = 0; j < n; j++) {
+        double xh = (x[b + j] - mu) * rstd, dxh = (double)dy[b + j] * sc[j];
+        m1 += dxh, m2 += dxh * xh;
+    }
+    m1 /= (double)n, m2 /= (double)n;
+    for (int64_t j = 0; dx && j < n; j++) {
+        double xh = (x[b + j] - mu) * rstd, dxh = (double)dy[b + j] * sc[j];
+        dx[b + j] = (float)(rstd * (dxh - m1 - xh * m2));
+    }
+    ((double *)a->x[4])[2 * r] = mu;
+    ((double *)a->x[4])[2 * r + 1] = rstd;
+}
+
+/* p: rows, n. dY x0, X x1, (mean, rstd) x2 -> dScale x3, dBias x4, a thread per element j of a row */
+MP_HD void k_ln_cols(const mp_cu_args *a, int64_t j)
+{
+    int64_t rows = a->p[0], n = a->p[1];
+    const float *dy = (const float *)a->x[0], *x = (const float *)a->x[1];
+    const double *st = (const double *)a->x[2];
+    double ds = 0, db = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        double g = dy[r * n + j];
+        ds += g * ((x[r * n + j] - st[2 * r]) * st[2 * r + 1]);
+        db += g;
+    }
+    if (a->x[3]) ((float *)a->x[3])[j] = (float)ds;
+    if (a->x[4]) ((float *)a->x[4])[j] = (float)db;
+}
+
+/* ---- BatchNormalization, per channel then per element ------------------------------- */
+
+enum { BN_N = 0, BN_C, BN_S, BN_MODE };
+enum { BN_FWD_TRAIN = 0, BN_FWD_INFER, BN_GRAD_TRAIN, BN_GRAD_INFER };
+
+/* mode FWD_*: X x0, mean x1, var x2 -> running mean x3, var x4, saved mean x5, var x6;
+ *   workspace x7 gets (mean, var) per channel. f0 epsilon, f1 momentum.
+ * mode GRAD_*: dY x0, X x1, running mean x2, var x3 -> dScale x4, dBias x5;
+ *   workspace x7 gets (mean, rstd, sum dY, sum dY xh) per channel. */
+MP_HD void k_bn_stats(const mp_cu_args *a, int64_t c)
+{
+    int64_t N = a->p[BN_N], C = a->p[BN_C], S = a->p[BN_S], mode = a->p[BN_MODE];
+    const float *x = (const float *)a->x[mode >= BN_GRAD_TRAIN ? 1 : 0];
+    double *ws = (double *)a->x[7], cnt = (double)(N * S), mu = 0, var = 0;
+    int train = mode == BN_FWD_TRAIN || mode == BN_GRAD_TRAIN;
+    if (train) {
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t s = 0; s < S; s++) mu += x[(n * C + c) * S + s];
+        mu = cnt ? mu / cnt : 0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t s = 0; s < S; s++) {
+                double d = x[(n * C + c) * S + s] - mu;
+                var += d * d;
+            }
+        var = cnt ? var / cnt : 0;
+    }
+    if (mode <= BN_FWD_INFER) {
+        double rm = ((const float *)a->x[1])[c], rv = ((const float *)a->x[2])[c], mom = a->f[1];
+        if (!train) mu = rm, var = rv;
+        if (train && a->x[3]) ((float *)a->x[3])[c] = (float)(rm * mom + mu * (1 - mom));
+        if (train && a->x[4]) ((float *)a->x[4])[c] = (float)(rv * mom + var * (1 - mom));
+        if (a->x[5]) ((float *)a->x[5])[c] = (float)mu;
+        if (a->x[6]) ((float *)a->x[6])[c] = (float)var;
+        ws[2 * c] = mu, ws[2 * c + 1] = var;
+        return;
+    }
+    if (!train) mu = ((const float *)a->x[2])[c], var = ((const float *)a->x[3])[c];
+    const float *dy = (const float *)a->x[0];
+    double rstd = 1 / sqrt(var + a->f[0]), sb = 0, ss = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t s = 0; s < S; s++) {
+            int64_t i = (n * C + c) * S + s;
+            sb += dy[i], ss += dy[i] * ((x[i] - mu) * rstd);
+        }
+    if (a->x[4]) ((float *)a->x[4])[c] = (float)ss;
+    if (a->x[5]) ((float *)a->x[5])[c] = (float)sb;
+    ws[4 * c] = mu, ws[4 * c + 1] = rstd, ws[4 * c + 2] = sb, ws[4 * c + 3] = ss;
+}
+
+/* mode FWD_*: X x0, scale x1, bias x2, workspace x3 -> Y x4;
+ * mode GRAD_*: dY x0, X x1, scale x2, workspace x3 -> dX x4. */
+MP_HD void k_bn_apply(const mp_cu_args *a, int64_t i)
+{
+    int64_t C = a->p[BN_C], S = a->p[BN_S], mode = a->p[BN_MODE], c = (i / S) % C;
+    const double *ws = (const double *)a->x[3];
+    const float *sc = (const float *)a->x[2 - (mode <= BN_FWD_INFER)];
+    if (mode <= BN_FWD_INFER) {
+        const float *x = (const float *)a->x[0], *bi = (const float *)a->x[2];
+        double k = sc[c] / sqrt(ws[2 * c + 1] + a->f[0]);
+        ((float *)a->x[4])[i] = (float)((x[i] - ws[2 * c]) * k + bi[c]);
+        return;
+    }
+    const float *dy = (const float *)a->x[0], *x = (const float *)a->x[1];
+    double cnt = (double)(a->p[BN_N] * S), mu = ws[4 * c], rstd = ws[4 * c + 1], g = dy[i], xh = (x[i] - mu) * rstd;
+    double v = mode == BN_GRAD_TRAIN ? sc[c] * rstd * (g - ws[4 * c + 2] / cnt - xh * ws[4 * c + 3] / cnt) : sc[c] * rstd * g;
+    ((float *)a->x[4])[i] = (float)v;
+}
+
+/* ---- sliding windows (Conv, pools): N, C, spatial dims up to 3 -------------------------- */
+
+enum {
+    W_N = 0, W_C, W_M, W_CG, W_MG, W_NSP, W_IN = 6, W_OUT = 9, W_K = 12, W_S = 15, W_D = 18, W_PB = 21, W_PE = 24,
+    W_INN = 27, W_OUTN, W_KN, W_KIND, W_INCL_PAD, W_COL_MAJOR, W_COUNT
+};
+#define MP_CU_MAXSP 3
+
+/* Unflattens flat index i over the first nsp extents of ext (row-major). */
+MP_HD void mp_cu_unflat(int nsp, const int64_t *ext, int64_t i, int64_t *idx)
+{
+    for (int s = nsp - 1; s >= 0; s--) {
+        idx[s] = i % ext[s];
+        i /= ext[s];
+    }
+}
+
+/* The input spatial offset tap kp of output o reads, or -1 in the padding. */
+MP_HD int64_t mp_cu_tap(const int64_t *p, const int64_t *oidx, int64_t kp)
+{
+    int nsp = (int)p[W_NSP];
+    int64_t kidx[MP_CU_MAXSP], at = 0;
+    mp_cu_unflat(nsp, p + W_K, kp, kidx);
+    for (int s = 0; s < nsp; s++) {
+        int64_t pos = oidx[s] * p[W_S + s] - p[W_PB + s] + kidx[s] * p[W_D + s];
+        if (pos < 0 || pos >= p[W_IN + s]) return -1;
+        at = at * p[W_IN + s] + pos;
+    }
+    return at;
+}
+
+/* The output position whose tap kp reads input position iidx, or -1. */
+MP_HD int64_t mp_cu_tap_out(const int64_t *p, const int64_t *iidx, int64_t kp)
+{
+    int nsp = (int)p[W_NSP];
+    int64_t kidx[MP_CU_MAXSP], o = 0;
+    mp_cu_unflat(nsp, p + W_K, kp, kidx);
+    for (int s = 0; s < nsp; s++) {
+        int64_t num = iidx[s] + p[W_PB + s] - kidx[s] * p[W_D + s];
+        if (num < 0 || num % p[W_S + s]) return -1;
+        num /= p[W_S + s];
+        if (num >= p[W_OUT + s]) return -1;
+        o = o * p[W_OUT + s] + num;
+    }
+    return o;
+}
+
+/* X x0 [N, C, in..], W x1 [M, C/groups, k..], B x2 (or NULL) -> Y x3 [N, M, out..] */
+MP_HD void k_conv(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    int64_t on = p[W_OUTN], o = i % on, m = (i / on) % p[W_M], n = i / (on * p[W_M]), oidx[MP_CU_MAXSP];
+    const float *x = (const float *)a->x[0], *w = (const float *)a->x[1], *bias = (const float *)a->x[2];
+    mp_cu_unflat((int)p[W_NSP], p + W_OUT, o, oidx);
+    int64_t c0 = (m / p[W_MG]) * p[W_CG];
+    double s = 0;
+    for (int64_t kp = 0; kp < p[W_KN]; kp++) {
+        int64_t at = mp_cu_tap(p, oidx, kp);
+        if (at < 0) continue;
+        for (int64_t cg = 0; cg < p[W_CG]; cg++)
+            s += (double)x[(n * p[W_C] + c0 + cg) * p[W_INN] + at] * w[(m * p[W_CG] + cg) * p[W_KN] + kp];
+    }
+    ((float *)a->x[3])[i] = (float)(s + (bias ? bias[m] : 0));
+}
+
+/* dY x0, W x1 -> dX x2, a thread per element of X */
+MP_HD void k_conv_dx(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    int64_t inn = p[W_INN], ip = i % inn, c = (i / inn) % p[W_C], n = i / (inn * p[W_C]), iidx[MP_CU_MAXSP];
+    const float *dy = (const float *)a->x[0], *w = (const float *)a->x[1];
+    mp_cu_unflat((int)p[W_NSP], p + W_IN, ip, iidx);
+    int64_t g = c / p[W_CG], cg = c % p[W_CG];
+    double s = 0;
+    for (int64_t kp = 0; kp < p[W_KN]; kp++) {
+        int64_t o = mp_cu_tap_out(p, iidx, kp);
+        if (o < 0) continue;
+        for (int64_t m = g * p[W_MG]; m < (g + 1) * p[W_MG]; m++)
+            s += (double)dy[(n * p[W_M] + m) * p[W_OUTN] + o] * w[(m * p[W_CG] + cg) * p[W_KN] + kp];
+    }
+    ((float *)a->x[2])[i] = (float)s;
+}
+
+/* dY x0, X x1 -> dW x2, a thread per element of W */
+MP_HD void k_conv_dw(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    int64_t kp = i % p[W_KN], cg = (i / p[W_KN]) % p[W_CG], m = i / (p[W_KN] * p[W_CG]), oidx[MP_CU_MAXSP];
+    const float *dy = (const float *)a->x[0], *x = (const float *)a->x[1];
+    int64_t c = (m / p[W_MG]) * p[W_CG] + cg;
+    double s = 0;
+    for (int64_t n = 0; n < p[W_N]; n++)
+        for (int64_t o = 0; o < p[W_OUTN]; o++) {
+            mp_cu_unflat((int)p[W_NSP], p + W_OUT, o, oidx);
+            int64_t at = mp_cu_tap(p, oidx, kp);
+            if (at >= 0) s += (double)dy[(n * p[W_M] + m) * p[W_OUTN] + o] * x[(n * p[W_C] + c) * p[W_INN] + at];
+        }
+    ((float *)a->x[2])[i] = (float)s;
+}
+
+/* Taps of output o's window along dim s within [lo, hi) of the input coordinates. */
+MP_HD int64_t mp_cu_taps_within(const int64_t *p, int s, int64_t o, int64_t lo, int64_t hi)
+{
+    int64_t c = 0;
+    for (int64_t j = 0; j < p[W_K + s]; j++) {
+        int64_t pos = o * p[W_S + s] - p[W_PB + s] + j * p[W_D + s];
+        c += pos >= lo && pos < hi;
+    }
+    return c;
+}
+
+/* The divisor of an average pool's output o (multi-index oidx). */
+MP_HD int64_t mp_cu_avg_count(const int64_t *p, const int64_t *oidx)
+{
+    int64_t cnt = 1;
+    for (int s = 0; s < p[W_NSP]; s++)
+        cnt *= p[W_INCL_PAD] ? mp_cu_taps_within(p, s, oidx[s], -p[W_PB + s], p[W_IN + s] + p[W_PE + s])
+                             : mp_cu_taps_within(p, s, oidx[s], 0, p[W_IN + s]);
+    return cnt;
+}
+
+/* The first maximum of output o's window in plane pl: its spatial offset, -1 if none. */
+MP_HD int64_t mp_cu_argmax(const int64_t *p, const float *x, int64_t pl, const int64_t *oidx)
+{
+    int64_t best = -1;
+    float bv = 0;
+    for (int64_t kp = 0; kp < p[W_KN]; kp++) {
+        int64_t at = mp_cu_tap(p, oidx, kp);
+        if (at < 0) continue;
+        float v = x[pl * p[W_INN] + at];
+        if (best < 0 || v > bv) best = at, bv = v;
+    }
+    return best;
+}
+
+/* p[W_KIND] 0 max, 1 average. X x0 -> Y x1, Indices x2 (max, or NULL) */
+MP_HD void k_pool(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    int64_t on = p[W_OUTN], o = i % on, pl = i / on, oidx[MP_CU_MAXSP];
+    const float *x = (const float *)a->x[0];
+    mp_cu_unflat((int)p[W_NSP], p + W_OUT, o, oidx);
+    if (p[W_KIND] == 0) {
+        int64_t best = mp_cu_argmax(p, x, pl, oidx);
+        ((float *)a->x[1])[i] = best < 0 ? -INFINITY : x[pl * p[W_INN] + best];
+        if (a->x[2]) {
+            int64_t idx = best < 0 ? 0 : best;
+            if (p[W_COL_MAJOR] && best >= 0) {
+                int64_t coord[MP_CU_MAXSP], cm = 0, str = 1;
+                mp_cu_unflat((int)p[W_NSP], p + W_IN, best, coord);
+                for (int s = 0; s < p[W_NSP]; s++) cm += coord[s] * str, str *= p[W_IN + s];
+                idx = cm;
+            }
+            ((int64_t *)a->x[2])[i] = pl * p[W_INN] + idx;
+        }
+        return;
+    }
+    double s = 0;
+    for (int64_t kp = 0; kp < p[W_KN]; kp++) {
+        int64_t at = mp_cu_tap(p, oidx, kp);
+        if (at >= 0) s += x[pl * p[W_INN] + at];
+    }
+    ((float *)a->x[1])[i] = (float)(s / (double)mp_cu_avg_count(p, oidx));
+}
+
+/* dY x0, X x1 (max without usable indices), Indices x2 (or NULL) -> dX x3, a thread per element of X */
+MP_HD void k_pool_dx(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    int64_t inn = p[W_INN], ip = i % inn, pl = i / inn, iidx[MP_CU_MAXSP], oidx[MP_CU_MAXSP];
+    const float *dy = (const float *)a->x[0], *x = (const float *)a->x[1];
+    const int64_t *ind = (const int64_t *)a->x[2];
+    mp_cu_unflat((int)p[W_NSP], p + W_IN, ip, iidx);
+    double s = 0;
+    for (int64_t kp = 0; kp < p[W_KN]; kp++) {
+        int64_t o = mp_cu_tap_out(p, iidx, kp);
+        if (o < 0) continue;
+        int64_t at = pl * p[W_OUTN] + o;
+        mp_cu_unflat((int)p[W_NSP], p + W_OUT, o, oidx);
+        if (p[W_KIND] == 1) s += dy[at] / (double)mp_cu_avg_count(p, oidx);
+        else if (ind ? ind[at] == i : mp_cu_argmax(p, x, pl, oidx) == ip) s += dy[at];
+    }
+    ((float *)a->x[3])[i] = (float)s;
+}
+
+/* ---- Gather and its gradient ---------------------------------------------------------- */
+
+/* p: nidx, inner, n (the gathered axis). data x0, indices x1 -> out x2 [outer, nidx, inner] */
+MP_HD int64_t mp_cu_gather_src(const mp_cu_args *a, int64_t i)
+{
+    int64_t nidx = a->p[0], inner = a->p[1], n = a->p[2];
+    int64_t j = (i / inner) % nidx, r = mp_cu_ldi(a->x[1], a->dt[1], j);
+    if (r < 0) r += n;
+    if (r < 0 || r >= n) r = 0; /* out of range: the CPU fails; never read outside the table */
+    return ((i / inner) / nidx * n + r) * inner + i % inner;
+}
+
+MP_HD void k_gather(const mp_cu_args *a, int64_t i)
+{
+    int64_t s = mp_cu_gather_src(a, i);
+    switch (mp_cu_esize(a->dt[0])) {
+    case 1: ((unsigned char *)a->x[2])[i] = ((const unsigned char *)a->x[0])[s]; break;
+    case 4: ((uint32_t *)a->x[2])[i] = ((const uint32_t *)a->x[0])[s]; break;
+    default: ((uint64_t *)a->x[2])[i] = ((const uint64_t *)a->x[0])[s]; break;
+    }
+}
+
+/* dY x0, indices x1 -> table x2 (zeroed first): a thread per element of dY */
+MP_HD void k_scatter_add(const mp_cu_args *a, int64_t i)
+{
+    MP_ATOMIC_ADD_F32(&((float *)a->x[2])[mp_cu_gather_src(a, i)], ((const float *)a->x[0])[i]);
+}
+
+/* ---- Dropout: the CPU executor's counter-based generator (runtime/cpu_util.c) ----------- */
+
+MP_HD uint64_t mp_cu_splitmix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+MP_HD double mp_cu_rng_uniform(uint64_t seed, int32_t node, int64_t i)
+{
+    uint64_t h = mp_cu_splitmix64(seed ^ mp_cu_splitmix64((uint64_t)(uint32_t)node + 0x51ed2701ull));
+    h = mp_cu_splitmix64(h ^ (uint64_t)i);
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* p: node id, training. f0 ratio. X x0 -> Y x1, mask x2 (or NULL) */
+MP_HD void k_dropout(const mp_cu_args *a, int64_t i)
+{
+    double ratio = a->f[0], v = mp_cu_ld(a->x[0], a->dt[0], i);
+    int keep = 1;
+    if (a->p[1] && ratio != 0) {
+        keep = mp_cu_rng_uniform(a->seed, (int32_t)a->p[0], i) >= ratio;
+        v = keep ? v * (ratio < 1 ? 1 / (1 - ratio) : 0) : 0;
+    }
+    mp_cu_st(a->x[1], a->dt[1], i, v);
+    if (a->x[2]) mp_cu_st(a->x[2], a->dt[2], i, keep);
+}
+
+/* p: rows, cols, upper, k. X x0 -> Y x1 (float) */
+MP_HD void k_trilu(const mp_cu_args *a, int64_t i)
+{
+    int64_t j = i % a->p[1], r = (i / a->p[1]) % a->p[0];
+    int keep = a->p[2] ? j - r >= a->p[3] : j - r <= a->p[3];
+    mp_cu_st(a->x[1], a->dt[1], i, keep ? mp_cu_ld(a->x[0], a->dt[0], i) : 0);
+}
+
+/* ---- optimizer updates, in place (outputs alias their inputs) ---------------------------- */
+
+enum { MP_CU_OPT_STEP_INC = 3 };
+
+/* p[0] rule. Adam: param x0, grad x1, m x2, v x3, step x4; f: lr, beta1, beta2, eps, weight decay,
+ * inverse loss scale. SGD: param x0, grad x1; f0 lr. Momentum: param x0, grad x1, buffer x2; f0 lr,
+ * f1 momentum, f5 inverse loss scale. STEP_INC: step x4 += 1 (after the Adam launch). */
+MP_HD void k_optim(const mp_cu_args *a, int64_t i)
+{
+    float *p = (float *)a->x[0], *m = (float *)a->x[2], *v = (float *)a->x[3];
+    const float *g = (const float *)a->x[1];
+    const double *f = a->f;
+    switch (a->p[0]) {
+    case MP_CU_OPT_ADAM: {
+        double t = (double)*(const float *)a->x[4] + 1, c1 = 1 - pow(f[1], t), c2 = 1 - pow(f[2], t);
+        double gr = g[i] * f[5], mm = f[1] * m[i] + (1 - f[1]) * gr, vv = f[2] * v[i] + (1 - f[2]) * gr * gr;
+        double pp = p[i] * (1 - f[0] * f[4]);
+        m[i] = (float)mm, v[i] = (float)vv;
+        p[i] = (float)(pp - f[0] * (mm / c1) / (sqrt(vv / c2) + f[3]));
+        break;
+    }
+    case MP_CU_OPT_SGD: p[i] = (float)(p[i] - f[0] * g[i]); break;
+    case MP_CU_OPT_MOMENTUM: {
+        double mm = f[1] * m[i] + g[i] * f[5];
+        m[i] = (float)mm;
+        p[i] = (float)(p[i] - f[0] * mm);
+        break;
+    }
+    default: *(float *)a->x[4] += 1; break;
+    }
+}
+
+#endif

@@ -1,0 +1,130 @@
+/* mp_cu_main.h - the host side both runtimes share (memplan_cuda.cu on the
+ * GPU, mp_cu_host.c on the CPU): options, seeded contents exactly as the CPU
+ * runner makes them (runtime/plan_run.c fill_seeded), the launch arguments of
+ * an instruction, and the step loop with its report. A backend supplies the
+ * memory and the launches (mp_cu_backend). Included once per runtime. */
+#ifndef MP_CU_MAIN_H
+#define MP_CU_MAIN_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mp_cu_kernels.h"
+
+typedef struct mp_cu_backend {
+    const char *name;
+    /* the arena (exactly arena_bytes) and the workspace; *taken: device bytes the arena took (0: unknown) */
+    char *(*alloc)(int64_t arena_bytes, int64_t ws_bytes, void **ws, size_t *taken);
+    void (*upload)(char *dst, const void *src, int64_t bytes);
+    void (*download)(void *dst, const char *src, int64_t bytes);
+    void (*run)(const mp_cu_plan *p, const mp_cu_instr *I, mp_cu_args *a); /* one instruction */
+    void (*sync)(void);
+    void (*release)(char *arena, void *ws);
+} mp_cu_backend;
+
+static uint64_t mp_cu_fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* The CPU runner's seeded contents: keyed by name (a ".master" copy takes its
+ * parameter's), floats uniform in [-bound, bound], integers in [0, 10). */
+static void mp_cu_fill_seeded(const mp_cu_tensor *t, void *host, uint64_t seed)
+{
+    char base[512];
+    snprintf(base, sizeof base, "%s", t->name);
+    size_t n = strlen(base);
+    if (n > 7 && !strcmp(base + n - 7, ".master")) base[n - 7] = 0;
+    uint64_t r = mp_cu_fnv1a(base) ^ seed;
+    for (int64_t i = 0; i < t->numel; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(r >> 11) / 9007199254740992.0;
+        if (t->dtype == MP_CU_F32 || t->dtype == MP_CU_F64) mp_cu_st(host, t->dtype, i, t->bound * (2 * u - 1));
+        else mp_cu_st(host, t->dtype, i, (double)(int64_t)(u * 10));
+    }
+}
+
+static void mp_cu_args_of(const mp_cu_plan *p, const mp_cu_instr *I, char *arena, void *ws, uint64_t seed, mp_cu_args *a)
+{
+    memset(a, 0, sizeof *a);
+    for (int k = 0; k < MP_CU_NT; k++) {
+        int32_t t = I->t[k];
+        a->x[k] = t == MP_CU_WS ? ws : t >= 0 ? (void *)(arena + p->t[t].offset) : NULL;
+        a->dt[k] = t >= 0 ? p->t[t].dtype : MP_CU_F64;
+    }
+    a->n = I->n;
+    memcpy(a->p, I->p, sizeof a->p);
+    memcpy(a->f, I->f, sizeof a->f);
+    a->seed = seed;
+}
+
+static double mp_cu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int mp_cu_run_main(int argc, char **argv, const mp_cu_plan *p, const mp_cu_backend *be)
+{
+    long steps = 3;
+    unsigned long long seed = 0;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else {
+            fprintf(stderr, "usage: %s [--steps N] [--seed S] [--json]\n", argv[0]);
+            return 2;
+        }
+    }
+    void *ws = NULL;
+    size_t taken = 0;
+    char *arena = be->alloc(p->arena_bytes, p->workspace_bytes, &ws, &taken);
+    for (int32_t i = 0; i < p->ntensors; i++) {
+        const mp_cu_tensor *t = &p->t[i];
+        if (!t->init || !t->bytes) continue;
+        void *host = calloc(1, (size_t)t->bytes);
+        if (!host) {
+            fprintf(stderr, "plan: out of host memory for '%s'\n", t->name);
+            return 1;
+        }
+        if (t->init == 1) mp_cu_fill_seeded(t, host, seed);
+        if (t->init == 3) memcpy(host, t->data, (size_t)t->bytes);
+        be->upload(arena + t->offset, host, t->bytes);
+        free(host);
+    }
+    if (json)
+        printf("{\"backend\": \"%s\", \"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, \"workspace_bytes\": %lld, \"steps\": [",
+               be->name, (long long)p->arena_bytes, (long long)p->lower_bound, (long long)p->workspace_bytes);
+    for (long s = 0; s < steps; s++) {
+        be->sync();
+        double t0 = mp_cu_now();
+        for (int32_t i = 0; i < p->ninstr; i++) {
+            mp_cu_args a;
+            mp_cu_args_of(p, &p->ins[i], arena, ws, seed, &a);
+            be->run(p, &p->ins[i], &a);
+        }
+        be->sync();
+        double dt = mp_cu_now() - t0;
+        float loss = 0;
+        be->download(&loss, arena + p->t[p->loss].offset, sizeof loss);
+        if (json) printf("%s{\"loss\": %.9g, \"seconds\": %.6f}", s ? ", " : "", loss, dt);
+        else printf("step %ld: loss %.6f  %.4f s\n", s + 1, loss, dt);
+    }
+    /* every byte a kernel touches lies in the arena (or the workspace), so the measured peak is the arena */
+    if (json)
+        printf("], \"measured_peak_bytes\": %lld, \"allocation_bytes\": %zu}\n", (long long)p->arena_bytes, taken);
+    else
+        printf("arena: planned %lld bytes (lower bound %lld), workspace %lld bytes; the arena's allocation took %zu bytes\n",
+               (long long)p->arena_bytes, (long long)p->lower_bound, (long long)p->workspace_bytes, taken);
+    be->release(arena, ws);
+    return 0;
+}
+
+#endif
