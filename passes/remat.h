@@ -172,6 +172,8 @@ void mp_rplan_free(mp_rplan *p);
 
 typedef struct mp_rsolve_opts {
     double time_limit;        /* seconds (default 5) */
+    double gap_limit;         /* branch and bound stops once the plan is within this fraction of the best bound
+                               * (default 0.01; 0: search to proven optimality or the time limit) */
     bool progress;            /* solver progress on stderr */
     const mp_rplan *warm;     /* a feasible plan to start from, or NULL */
 } mp_rsolve_opts;

@@ -26,6 +26,16 @@ static bool op_in(const mp_node *n, const char *const *ops, size_t count)
 }
 #define OP_IN(n, list) op_in(n, list, sizeof list / sizeof *list)
 
+/* A Dropout whose output shares its input's buffer (ratio 0 or inference:
+ * autodiff's rule makes it so) is the identity: a view, neither random nor
+ * in place, so the value under it stays droppable. */
+static bool identity_dropout(const mp_node *nd, const mp_graph *g, const struct mp_lifetimes *lt)
+{
+    if (strcmp(nd->op_type, "Dropout") || nd->nin < 1 || nd->nout < 1) return false;
+    int32_t x = nd->in[0], y = nd->out[0];
+    return x >= 0 && x < g->nvalues && y >= 0 && y < g->nvalues && lt->owner[y] == lt->owner[x];
+}
+
 void mp_rgraph_free(mp_rgraph *rg)
 {
     if (rg->node_name)
@@ -123,7 +133,8 @@ int mp_rgraph_from_training(const mp_graph *g, const struct mp_schedule *s, cons
             goto done;
         }
         rg->cost[i] = mp_cost_node_seconds(g, s->order[i], gpu);
-        bool random = OP_IN(nd, random_ops), in_place = false;
+        bool view = OP_IN(nd, view_ops) || identity_dropout(nd, g, lt);
+        bool random = OP_IN(nd, random_ops) && !view, in_place = false;
         int32_t in0 = nin;
         for (int k = 0; k < nd->nin; k++)
             if (nd->in[k] >= 0 && nd->in[k] < g->nvalues && vmap[nd->in[k]] >= 0)
@@ -134,7 +145,7 @@ int mp_rgraph_from_training(const mp_graph *g, const struct mp_schedule *s, cons
             int32_t r = vmap[y];
             if (lt->owner[y] != y) {
                 add_unique(rg->in, in0, &nin, r);
-                if (!OP_IN(nd, view_ops)) { /* a later write into r's buffer: r cannot be dropped and rebuilt */
+                if (!view) { /* a later write into r's buffer: r cannot be dropped and rebuilt */
                     in_place = true;
                     rg->pinned[r] = 1;
                 }

@@ -15,7 +15,7 @@
 
 mp_rsolve_opts mp_rsolve_defaults(void)
 {
-    return (mp_rsolve_opts){.time_limit = 5, .progress = false, .warm = NULL};
+    return (mp_rsolve_opts){.time_limit = 5, .gap_limit = 0.01, .progress = false, .warm = NULL};
 }
 
 static double now(void)
@@ -189,6 +189,8 @@ typedef struct ilp {
     int32_t *front;           /* frontier rows not yet written: (candidate, drop index of its input) pairs */
     int32_t nfront, capfront;
     uint8_t *written;         /* nfront */
+    int *prow;                /* cost mode: the phase rows, and the step of each (set_budget moves their bounds) */
+    int32_t *pstep, nphase;
 } ilp;
 
 static int put(ilp *m, int row, int col, double v)
@@ -348,6 +350,11 @@ static int build_model(ilp *m, mp_err *err)
             if (put(m, r, m->dcol[t], -1) || put(m, r, m->bcol, -1)) goto oom;
         }
     /* phase rows: before node q, the j-th recipe at q runs while the later ones' values are still away */
+    if (!m->peak_mode) {
+        m->prow = malloc(((size_t)nc + 1) * sizeof *m->prow);
+        m->pstep = malloc(((size_t)nc + 1) * sizeof *m->pstep);
+        if (!m->prow || !m->pstep) goto oom;
+    }
     for (int32_t q = 0; q < nn; q++)
         for (int32_t j = coff[q]; j < coff[q + 1]; j++) {
             int32_t c = cat[j];
@@ -357,6 +364,7 @@ static int build_model(ilp *m, mp_err *err)
             if (sp->base_between[q] + sp->cand[c].recipe_peak - vbytes(sp, c) <= sp->base_live[q]) continue;
             double ub = (m->peak_mode ? 0 : B) - (double)sp->base_between[q] / u;
             int r = new_row(m, GLP_UP, 0, ub);
+            if (m->prow) m->prow[m->nphase] = r, m->pstep[m->nphase++] = q;
             if (put(m, r, m->dcol[q], -1) || put(m, r, c + 1, (double)(sp->cand[c].recipe_peak - vbytes(sp, c)) / u))
                 goto oom;
             for (int32_t k = j + 1; k < coff[q + 1]; k++)
@@ -477,6 +485,8 @@ static void free_model(ilp *m)
     free(m->heur);
     free(m->front);
     free(m->written);
+    free(m->prow);
+    free(m->pstep);
     memset(m, 0, sizeof *m);
     glp_free_env(); /* GLPK keeps an environment per thread: give it back so leak checks stay clean */
 }
@@ -493,7 +503,8 @@ typedef struct solve_out {
 } solve_out;
 
 static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool feasible_only, const int32_t *warm,
-                      int64_t warm_peak, double deadline, bool progress, int32_t *choice, solve_out *out, mp_err *err)
+                      int64_t warm_peak, double deadline, double gap_limit, bool progress, int32_t *choice,
+                      solve_out *out, mp_err *err)
 {
     ilp m = {.sp = sp, .budget = budget, .peak_mode = peak_mode, .bound = -INFINITY, .oscale = 1, .unit = 1};
     memset(out, 0, sizeof *out);
@@ -597,6 +608,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         bool small = sp->ncand <= 2000; /* on big programs the root's cut rounds cost more than they close */
         iocp.mir_cuts = small ? GLP_ON : GLP_OFF;
         iocp.cov_cuts = small ? GLP_ON : GLP_OFF;
+        iocp.mip_gap = gap_limit > 0 ? gap_limit : 0; /* close enough: GLPK stops with the plan it has */
         double left = deadline - now();
         iocp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
         glp_intopt(m.P, &iocp);
@@ -628,6 +640,129 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
     }
     rc = 0;
 done:
+    free_model(&m);
+    return rc;
+}
+
+/* Cost mode: moves the budget of a model built for a lower one (which holds
+ * every row that can bind at this one): the node bounds on D_t and the
+ * phase rows' right-hand sides. */
+static void set_budget(ilp *m, int64_t budget)
+{
+    const mp_rspace *sp = m->sp;
+    double u = m->unit, B = (double)budget / u;
+    for (int32_t t = 0; t < sp->rg->nnodes; t++)
+        if (m->dcol[t]) glp_set_col_bnds(m->P, m->dcol[t], GLP_LO, fmax(0, (double)sp->base_live[t] / u - B), 0);
+    for (int32_t k = 0; k < m->nphase; k++)
+        glp_set_row_bnds(m->P, m->prow[k], GLP_UP, 0, B - (double)sp->base_between[m->pstep[k]] / u);
+    m->budget = budget;
+}
+
+/* Is there a plan with peak <= budget? One probe of the least-peak search on
+ * the model m, built once: the LP (dual simplex from the last basis), then
+ * its rounding, then a short branch and bound. 1: choice gets a plan whose
+ * model peak *peak fits, 0: proven none (the LP, within GLPK's tolerance, or
+ * the search), 2: not known in time, -1: error. */
+static int probe_budget(ilp *m, int64_t budget, double deadline, bool progress, int32_t *choice, int64_t *peak,
+                        mp_err *err)
+{
+    const mp_rspace *sp = m->sp;
+    set_budget(m, budget);
+    glp_smcp smcp;
+    glp_init_smcp(&smcp);
+    smcp.msg_lev = GLP_MSG_OFF;
+    smcp.meth = GLP_DUALP;
+    smcp.pricing = GLP_PT_STD;
+    double left = deadline - now();
+    if (left < 0.005) return 2;
+    smcp.tm_lim = (int)fmin(left * 1000, 1e9);
+    int ret = glp_simplex(m->P, &smcp);
+    if (ret == GLP_EFAIL || ret == GLP_ESING || ret == GLP_ECOND || ret == GLP_EBADB) { /* a bad basis: start over */
+        glp_adv_basis(m->P, 0);
+        ret = glp_simplex(m->P, &smcp);
+    }
+    int st = glp_get_status(m->P);
+    if (st == GLP_NOFEAS) return 0;
+    if (st != GLP_OPT) return 2;
+    double *lp = malloc(((size_t)sp->ncand + 1) * sizeof *lp);
+    if (!lp) return mp_fail(err, "out of memory in the remat least-peak search");
+    for (int32_t c = 0; c < sp->ncand; c++) lp[c] = glp_get_col_prim(m->P, c + 1);
+    static const double thetas[] = {0.7, 0.3, 0.05, 0}; /* which LP values lead the rounding */
+    int found = 2;
+    for (size_t k = 0; k < sizeof thetas / sizeof *thetas && found == 2 && now() < deadline; k++) {
+        if (greedy(sp, budget, lp, thetas[k], choice, peak, err)) {
+            free(lp);
+            return -1;
+        }
+        if (*peak <= budget) found = 1;
+    }
+    free(lp);
+    left = deadline - now();
+    if (found == 2 && left > 0.01) { /* the rounding missed: a short search */
+        glp_iocp iocp;
+        glp_init_iocp(&iocp);
+        iocp.msg_lev = progress ? GLP_MSG_ON : GLP_MSG_OFF;
+        iocp.out_frq = 1000;
+        iocp.cb_func = on_tree;
+        iocp.cb_info = m;
+        iocp.mip_gap = 1; /* any plan will do */
+        iocp.tm_lim = (int)fmin(fmin(left, 0.25) * 1000, 1e9);
+        glp_intopt(m->P, &iocp);
+        int ms = glp_mip_status(m->P);
+        if (ms == GLP_NOFEAS) return 0;
+        if (ms == GLP_OPT || ms == GLP_FEAS) {
+            for (int32_t i = 0; i < sp->ndrop; i++) {
+                choice[i] = -1;
+                for (int32_t c = sp->cand_off[i]; c < sp->cand_off[i + 1]; c++)
+                    if (glp_mip_col_val(m->P, c + 1) > 0.5) {
+                        choice[i] = c;
+                        break;
+                    }
+            }
+            if (mp_rplan_peak(sp, &(mp_rplan){choice}, NULL, peak, err)) return -1;
+            if (*peak <= budget) found = 1;
+        }
+    }
+    return found;
+}
+
+/* Bisects the least peak between *lo (a bound below every plan's peak) and
+ * *hi (the peak of best, a plan) on one LP built for *lo: each probe only
+ * moves its bounds, so dual simplex restarts from the last basis. A probe
+ * left open (2) narrows where the next one looks, not the bounds. */
+static int bisect_peak(const mp_rspace *sp, int64_t *lo, int64_t *hi, int32_t *best, double deadline, bool progress,
+                       mp_err *err)
+{
+    ilp m = {.sp = sp, .budget = *lo, .bound = -INFINITY, .oscale = 1, .unit = 1};
+    int32_t *got = malloc(((size_t)sp->ndrop + 1) * sizeof *got);
+    int rc = -1, probes = 0;
+    if (!got) {
+        mp_fail(err, "out of memory in the remat least-peak search");
+        goto done;
+    }
+    glp_term_out(GLP_OFF);
+    if (build_model(&m, err)) goto done;
+    if (add_front(&m, true) < 0) {
+        mp_fail(err, "out of memory in the remat least-peak search");
+        goto done;
+    }
+    glp_scale_prob(m.P, GLP_SF_AUTO);
+    int64_t look = *lo; /* probes below it were left open */
+    while (look < *hi && deadline - now() > 0.005) {
+        int64_t mid = look + (*hi - look) / 2, pk = 0;
+        int r = probe_budget(&m, mid, deadline, progress, got, &pk, err);
+        probes++;
+        if (r < 0) goto done;
+        if (r == 0) *lo = look = mid + 1;
+        else if (r == 1) *hi = pk, memcpy(best, got, (size_t)sp->ndrop * sizeof *best);
+        else look = mid + 1;
+    }
+    if (progress)
+        fprintf(stderr, "remat least peak: %d probes, between %lld and %lld bytes\n", probes, (long long)*lo,
+                (long long)*hi);
+    rc = 0;
+done:
+    free(got);
     free_model(&m);
     return rc;
 }
@@ -712,7 +847,8 @@ int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o,
     solve_out so = {0};
     bool have = false;
     for (int attempt = 0; attempt < 4 && !have; attempt++) {
-        if (solve_once(sp, target, false, false, wok ? warm : NULL, wpeak, deadline, o->progress, got, &so, err))
+        if (solve_once(sp, target, false, false, wok ? warm : NULL, wpeak, deadline, o->gap_limit, o->progress, got,
+                       &so, err))
             goto done;
         if (so.status == MP_RSOLVE_INFEASIBLE) {
             if (attempt > 0 && !wok) break; /* only the tightened budget is proven infeasible */
@@ -791,7 +927,7 @@ int mp_remat_min_peak_range(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
     double limit = o->time_limit > 0 ? o->time_limit : 5, deadline = t0 + limit;
     if (warm_start(sp, 0, true, o, t0 + limit / 3, warm, &wpeak, &wok, err)) goto done;
     solve_out so;
-    if (solve_once(sp, 0, true, false, warm, wpeak, t0 + limit / 4, o->progress, got, &so, err)) goto done;
+    if (solve_once(sp, 0, true, false, warm, wpeak, t0 + limit * 0.75, 0, o->progress, got, &so, err)) goto done;
     int64_t gp = INT64_MAX;
     if (so.found && mp_rplan_peak(sp, &(mp_rplan){got}, NULL, &gp, err)) goto done;
     if (gp > wpeak) memcpy(got, warm, (size_t)sp->ndrop * sizeof *got), gp = wpeak;
@@ -803,17 +939,7 @@ int mp_remat_min_peak_range(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
     if (!ok) goto done;
     if (so.lp_bound > (double)lo) lo = (int64_t)floor(so.lp_bound * (1 - 1e-9));
     if (so.found && so.status == MP_RSOLVE_OPTIMAL) lo = gp;
-    while (lo < gp && deadline - now() > 0.05) {
-        int64_t mid = lo + (gp - lo) / 2, pk = INT64_MAX;
-        if (solve_once(sp, mid, false, true, NULL, 0, deadline, o->progress, got, &so, err)) goto done;
-        if (so.status == MP_RSOLVE_INFEASIBLE && !so.found) {
-            lo = mid + 1;
-            continue;
-        }
-        if (!so.found || mp_rplan_peak(sp, &(mp_rplan){got}, NULL, &pk, err) || pk > mid) break; /* out of time */
-        memcpy(p->choice, got, (size_t)sp->ndrop * sizeof *got);
-        gp = pk;
-    }
+    if (lo < gp && bisect_peak(sp, &lo, &gp, p->choice, deadline, o->progress, err)) goto done;
     *peak = gp;
     *lower = lo < gp ? lo : gp;
     mp_rsolve_opts rest = *o;

@@ -251,6 +251,7 @@ static double solve_checked(const mp_rgraph *rg, const mp_rspace *sp, int64_t bu
 {
     mp_err err = {""};
     mp_rsolve_opts o = mp_rsolve_defaults();
+    o.gap_limit = 0; /* proven optimal, as the oracle is */
     mp_rplan p;
     ck_assert_msg(!mp_remat_solve(sp, budget, &o, &p, info, &err), "%s", err.msg);
     if (info->status == MP_RSOLVE_INFEASIBLE) {
@@ -320,6 +321,7 @@ START_TEST(oracle)
 
         /* (2) the least peak */
         mp_rsolve_opts o = mp_rsolve_defaults();
+        o.gap_limit = 0; /* proven optimal, as the oracle is */
         mp_rplan mpp;
         int64_t got;
         ck_assert_msg(!mp_remat_min_peak(&sp, &o, &got, &mpp, &err), "%s", err.msg);
@@ -432,6 +434,7 @@ START_TEST(chain)
     mp_rplan p;
     mp_rsolve_info info;
     mp_rsolve_opts o = mp_rsolve_defaults();
+    o.gap_limit = 0; /* proven optimal, as the oracle is */
     ck_assert(!mp_remat_solve(&sp, 30, &o, &p, &info, &err));
     mp_rsched s;
     ck_assert(!mp_rplan_emit(&sp, &p, &s, &err));
@@ -516,6 +519,7 @@ START_TEST(multigap)
     ck_assert_int_eq(info.model_peak, 301);
     mp_rplan p;
     mp_rsolve_opts o = mp_rsolve_defaults();
+    o.gap_limit = 0; /* proven optimal, as the oracle is */
     ck_assert(!mp_remat_solve(&sp, 301, &o, &p, &info, &err));
     mp_rsched s;
     ck_assert(!mp_rplan_emit(&sp, &p, &s, &err));
