@@ -29,14 +29,19 @@ static uint64_t rng_next(uint64_t *r)
     return *r >> 11;
 }
 
-/* The exclusive upper bound an integer input must stay under to be a valid
- * index for every node that reads it as one: Gather's indices (the length of
- * the gathered axis), a loss's labels (the class count); 10 otherwise. */
-static int64_t index_bound(const mp_graph *g, const mp_value *v, int32_t id)
+/* The exclusive upper bound (at most `bound`) an integer value must stay
+ * under to be a valid index for every node that reads it as one: Gather's
+ * indices (the length of the gathered axis), a loss's labels (the class
+ * count), looking through the reshapes between (the loss flattens labels). */
+static int64_t index_bound(const mp_graph *g, int32_t id, int64_t bound, int depth)
 {
-    int64_t bound = 10;
+    const mp_value *v = &g->values[id];
     for (int32_t c = 0; c < v->ncons; c++) {
         const mp_node *n = &g->nodes[v->cons[c]];
+        static const char *const reshapes[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+        for (size_t r = 0; r < sizeof reshapes / sizeof *reshapes; r++)
+            if (!strcmp(n->op_type, reshapes[r]) && n->in[0] == id && n->nout > 0 && n->out[0] >= 0 && depth < 8)
+                bound = index_bound(g, n->out[0], bound, depth + 1);
         const mp_value *data = n->nin > 0 && n->in[0] >= 0 ? &g->values[n->in[0]] : NULL;
         if (!data || n->nin < 2 || n->in[1] != id) continue;
         int64_t axis = -1;
@@ -110,7 +115,7 @@ int mp_plan_bind_inputs(mp_exec *x, mp_graph *g, void *arena, const int64_t *off
         } else if (src && src->data && src->numel == t->numel && src->dtype == t->dtype) {
             memcpy(t->data, src->data, (size_t)val->bytes);
         } else {
-            fill_seeded(t, val, seed, index_bound(g, val, v));
+            fill_seeded(t, val, seed, index_bound(g, v, 10, 0));
         }
         if (mp_exec_bind(x, v, t, err)) goto done;
     }
