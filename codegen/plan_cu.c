@@ -910,12 +910,30 @@ static void cuda_dir(char *buf, size_t n)
     snprintf(buf, n, "%s/runtime/cuda", abs);
 }
 
-/* The CPU runner's seeded bound (runtime/plan_run.c fill_seeded): PyTorch's
- * 1/sqrt(fan-in) for a parameter matrix or filter, else 0.1. */
+/* The CPU runner's seeded range (runtime/plan_run.c fill_seeded, index_bound):
+ * floats uniform in [-bound, bound], PyTorch's 1/sqrt(fan-in) for a parameter
+ * matrix or filter, else 0.1; integers in [0, bound), bound the length of the
+ * axis every Gather or loss reading them indexes (at most 10). */
 static double seed_bound(const cg *c, int32_t v, bool master)
 {
     const mp_value *val = V(c, v);
     int64_t n = numel(c, v);
+    if (!mp_dtype_is_float(val->dtype)) {
+        int64_t bound = 10;
+        for (int32_t k = 0; k < val->ncons; k++) {
+            const mp_node *r = &c->g->nodes[val->cons[k]];
+            int32_t data = vin(r, 0);
+            if (data < 0 || r->nin < 2 || r->in[1] != v) continue;
+            int64_t axis = -1;
+            if (!strcmp(r->op_type, "Gather")) axis = mp_attr_int(r, "axis", 0);
+            else if (!strcmp(r->op_type, "SoftmaxCrossEntropyLoss") || !strcmp(r->op_type, "NegativeLogLikelihoodLoss")) axis = 1;
+            else continue;
+            axis = norm_axis(axis, V(c, data)->rank);
+            if (axis >= 0 && axis < V(c, data)->rank && dim(c, data, (int)axis) > 0 && dim(c, data, (int)axis) < bound)
+                bound = dim(c, data, (int)axis);
+        }
+        return (double)bound;
+    }
     if ((val->role != MP_ROLE_PARAM && !master) || val->rank < 2 || n <= 0) return 0.1;
     int64_t out = dim(c, v, 0) > dim(c, v, val->rank - 1) ? dim(c, v, 0) : dim(c, v, val->rank - 1);
     return 1.0 / sqrt((double)(n / (out ? out : 1)));

@@ -81,7 +81,7 @@ typedef struct mp_cu_tensor {
     int dtype, rank;
     int64_t dims[MP_CU_MAX_RANK];
     int init;            /* before the first step: 0 nothing (computed), 1 seeded, 2 zero (optimizer state), 3 data */
-    double bound;        /* init 1: floats uniform in [-bound, bound] (the CPU runner's rule) */
+    double bound;        /* init 1: floats uniform in [-bound, bound], integers in [0, bound) (the CPU runner's rule) */
     const void *data;    /* init 3: its bytes (folded constants) */
 } mp_cu_tensor;
 

@@ -32,7 +32,7 @@ static uint64_t mp_cu_fnv1a(const char *s)
 }
 
 /* The CPU runner's seeded contents: keyed by name (a ".master" copy takes its
- * parameter's), floats uniform in [-bound, bound], integers in [0, 10). */
+ * parameter's), floats uniform in [-bound, bound], integers in [0, bound). */
 static void mp_cu_fill_seeded(const mp_cu_tensor *t, void *host, uint64_t seed)
 {
     char base[512];
@@ -44,7 +44,7 @@ static void mp_cu_fill_seeded(const mp_cu_tensor *t, void *host, uint64_t seed)
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         double u = (double)(r >> 11) / 9007199254740992.0;
         if (t->dtype == MP_CU_F32 || t->dtype == MP_CU_F64) mp_cu_st(host, t->dtype, i, t->bound * (2 * u - 1));
-        else mp_cu_st(host, t->dtype, i, (double)(int64_t)(u * 10));
+        else mp_cu_st(host, t->dtype, i, (double)(int64_t)(u * t->bound));
     }
 }
 
