@@ -80,8 +80,10 @@ static inline bool ad_needs(const mp_ad *ad, int32_t v) { return v >= 0 && v < a
 #include "ir/ops/all.def"
 #undef MP_OP
 
-/* fp16 static loss scale (the seed of the backward; the update divides it out). */
-#define MP_FP16_LOSS_SCALE 65536.0
+/* fp16 static loss scale (the seed of the backward; the update divides it out).
+ * 2^15: the seed is an fp16 constant, and 2^16 is past fp16's largest finite
+ * value (65504), so it would seed the backward with inf. */
+#define MP_FP16_LOSS_SCALE 32768.0
 
 /* ---- steps (autodiff.c, optimizer.c) ---- */
 /* Emits the backward of the scalar loss; fills param_grad[p] for every

@@ -490,6 +490,20 @@ int mp_cpu_Clip(const mp_kargs *k, mp_err *err)
 
 /* ---- Cast, CastLike ------------------------------------------------------- */
 
+/* Element i of an fp32 / fp16 / bf16 tensor as fp32 (exact), and stored (rounded). */
+static float f32_at(const mp_tensor *t, int64_t i)
+{
+    if (t->dtype == MP_FLOAT) return ((const float *)t->data)[i];
+    uint16_t h = ((const uint16_t *)t->data)[i];
+    return t->dtype == MP_BFLOAT16 ? mp_bf16_to_f32(h) : mp_f16_to_f32(h);
+}
+
+static void put_f32(mp_tensor *t, int64_t i, float v)
+{
+    if (t->dtype == MP_FLOAT) ((float *)t->data)[i] = v;
+    else ((uint16_t *)t->data)[i] = t->dtype == MP_BFLOAT16 ? mp_f32_to_bf16(v) : mp_f32_to_f16(v);
+}
+
 /* Converts x into y's dtype: integers and bools exactly through int64, the
  * rest through double (float -> int truncates toward zero, saturating). */
 static int cast_into(const mp_tensor *x, mp_tensor *y, mp_err *err)
@@ -501,7 +515,10 @@ static int cast_into(const mp_tensor *x, mp_tensor *y, mp_err *err)
     if (!s_ok || !d_ok) return mp_kunsupported(err, "cast from %s to %s", mp_dtype_name(s), mp_dtype_name(d));
     if (s == d) return mp_copy_tensor(x, y, err);
     bool s_int = mp_dtype_is_int(s) || s == MP_BOOL;
-    if (s == MP_FLOAT && d == MP_DOUBLE) {
+    bool s_f32 = s == MP_FLOAT || mp_dtype_is_half(s), d_f32 = d == MP_FLOAT || mp_dtype_is_half(d);
+    if (s_f32 && d_f32) { /* fp32, fp16, bf16: through fp32 (exact), rounded once (cpu_half.c) */
+        for (int64_t i = 0; i < x->numel; i++) put_f32(y, i, f32_at(x, i));
+    } else if (s == MP_FLOAT && d == MP_DOUBLE) {
         for (int64_t i = 0; i < x->numel; i++) ((double *)y->data)[i] = ((const float *)x->data)[i];
     } else if (s == MP_DOUBLE && d == MP_FLOAT) {
         for (int64_t i = 0; i < x->numel; i++) ((float *)y->data)[i] = (float)((const double *)x->data)[i];

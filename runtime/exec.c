@@ -12,8 +12,19 @@
 
 static const mp_kernel_fn kernel_table[MP_OP_COUNT] = {
 #define MP_KERNEL(id, fn) [MP_OP_##id] = fn,
+#define MP_NATIVE16(id)
 #include "kernels.def"
 #undef MP_KERNEL
+#undef MP_NATIVE16
+};
+
+/* Ops whose kernels take 16-bit floats as they are (the rest are widened). */
+static const bool native16[MP_OP_COUNT] = {
+#define MP_KERNEL(id, fn)
+#define MP_NATIVE16(id) [MP_OP_##id] = true,
+#include "kernels.def"
+#undef MP_KERNEL
+#undef MP_NATIVE16
 };
 
 mp_kernel_fn mp_kernel_find(int32_t op) { return op >= 0 && op < MP_OP_COUNT ? kernel_table[op] : NULL; }
@@ -96,6 +107,7 @@ struct mp_exec {
     int32_t maxin, maxout;
     const mp_tensor **ins;
     mp_tensor **outs;
+    mp_tensor **narrow;      /* per output of the running node: its 16-bit tensor while the kernel writes fp32 */
     int32_t *live, nlive;    /* arena-placed live values, for the overlap check */
     int64_t live_bytes;
     mp_scratch scratch;
@@ -169,7 +181,8 @@ mp_exec *mp_exec_new(mp_graph *g, const mp_exec_opts *opts, mp_err *err)
     }
     x->ins = calloc((size_t)(x->maxin + 1), sizeof *x->ins);
     x->outs = calloc((size_t)(x->maxout + 1), sizeof *x->outs);
-    if (!x->ins || !x->outs) goto oom;
+    x->narrow = calloc((size_t)(x->maxout + 1), sizeof *x->narrow);
+    if (!x->ins || !x->outs || !x->narrow) goto oom;
     if (x->o.offsets) { /* the plan must fit its arena, element-aligned */
         for (int32_t i = 0; i < g->nvalues; i++) {
             int64_t off = x->o.offsets[i], b = x->bytes[i], end;
@@ -231,6 +244,7 @@ void mp_exec_free(mp_exec *x)
     free(x->live);
     free(x->ins);
     free(x->outs);
+    free(x->narrow);
     free(x);
 }
 
@@ -454,6 +468,61 @@ static const mp_tensor *materialize_tview(mp_exec *x, int32_t v, mp_err *err)
 
 static bool is_tview(const mp_graph *g, int32_t v) { return v >= 0 && (g->values[v].flags & MP_VAL_TVIEW); }
 
+/* ---- 16-bit floats: the fp32 kernel between widened inputs and rounded outputs ---- */
+
+/* An fp32 tensor shaped like `like`, in scratch. */
+static mp_tensor *scratch_f32(mp_exec *x, const mp_tensor *like)
+{
+    mp_tensor *t = mp_scratch_alloc(&x->scratch, sizeof *t);
+    float *d = t ? mp_scratch_array(&x->scratch, like->numel > 0 ? like->numel : 1, sizeof *d) : NULL;
+    if (!d) return NULL;
+    *t = *like;
+    t->dtype = MP_FLOAT;
+    t->data = d;
+    return t;
+}
+
+/* A node reading or writing float16/bfloat16 whose op has no 16-bit kernel
+ * (kernels.def MP_NATIVE16) runs its fp32 kernel, as tensor-core kernels
+ * accumulate in fp32: each 16-bit input is widened into scratch (exact), each
+ * 16-bit output is computed into fp32 scratch (narrow[k] keeps its own tensor)
+ * and rounded back by round16. The copies are kernel scratch, counted in
+ * scratch_peak and never in the arena, so a plan's arena is unchanged.
+ * Returns 0 (nothing to widen), 1 (widened) or -1. */
+static int widen16(mp_exec *x, const mp_node *nd, mp_err *err)
+{
+    bool any = false;
+    for (int32_t k = 0; k < nd->nin; k++) any |= x->ins[k] && mp_dtype_is_half(x->ins[k]->dtype);
+    for (int32_t k = 0; k < nd->nout; k++) any |= x->outs[k] && mp_dtype_is_half(x->outs[k]->dtype);
+    if (!any || native16[nd->op]) return 0;
+    for (int32_t k = 0; k < nd->nin; k++) {
+        const mp_tensor *in = x->ins[k];
+        if (!in || !mp_dtype_is_half(in->dtype)) continue;
+        mp_tensor *w = scratch_f32(x, in);
+        if (!w) return mp_fail(err, "out of scratch memory widening input %d to fp32", k);
+        mp_half_widen(in->dtype, in->data, w->data, in->numel);
+        x->ins[k] = w;
+    }
+    for (int32_t k = 0; k < nd->nout; k++) {
+        x->narrow[k] = NULL;
+        mp_tensor *out = x->outs[k];
+        if (!out || !mp_dtype_is_half(out->dtype)) continue;
+        mp_tensor *w = scratch_f32(x, out);
+        if (!w) return mp_fail(err, "out of scratch memory for output %d in fp32", k);
+        if (x->o.poison) memset(w->data, 0xff, (size_t)out->numel * sizeof(float));
+        x->narrow[k] = out;
+        x->outs[k] = w;
+    }
+    return 1;
+}
+
+/* Rounds the fp32 outputs of a widened node into their 16-bit tensors. */
+static void round16(mp_exec *x, const mp_node *nd)
+{
+    for (int32_t k = 0; k < nd->nout; k++)
+        if (x->narrow[k]) mp_half_round(x->narrow[k]->dtype, x->outs[k]->data, x->narrow[k]->data, x->narrow[k]->numel);
+}
+
 static int run_node(mp_exec *x, int32_t n, mp_err *err)
 {
     mp_graph *g = x->g;
@@ -493,9 +562,12 @@ static int run_node(mp_exec *x, int32_t n, mp_err *err)
         if (rc == 1) return mp_kunsupported(err, "no CPU kernel for %s%s%s", *nd->domain ? nd->domain : "", *nd->domain ? "." : "", nd->op_type);
         return rc;
     }
+    int wide = widen16(x, nd, err);
+    if (wide < 0) return -1;
     mp_kargs k = {g, nd, n, mp_graph_opset(g, nd->domain), nd->nin, nd->nout, x->ins, x->outs, &x->scratch, x->o.seed};
     int rc = fn(&k, err);
     if (rc) return rc;
+    if (wide) round16(x, nd);
     if (x->o.check_folded)
         for (int32_t j = 0; j < nd->nout; j++)
             if (nd->out[j] >= 0) check_folded(x, nd->out[j]);

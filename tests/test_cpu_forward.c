@@ -6,7 +6,8 @@
  *   MP_CPU_NOFORK=1                  run cases in-process (for a debugger)
  *
  * First a few checks of the executor itself (peak bytes, planned arenas and
- * their overlap check, Dropout's seeded masks, bit-exact reruns). Then every
+ * their overlap check, Dropout's seeded masks, bit-exact reruns, rounding to
+ * float16 / bfloat16 and a widened bf16 node). Then every
  * case of ../shared/onnx-backend/{node,pytorch-converted,pytorch-operator,
  * simple} whose ops all have kernels: import, bind input_K.pb (as data and,
  * when small, as known contents so data-dependent shapes infer), infer, run
@@ -141,6 +142,113 @@ static void check_peak_and_plans(void)
     mp_exec_free(e);
     free(arena);
     free(off);
+    mp_graph_free(g);
+}
+
+/* ---- 16-bit floats: rounding (runtime/cpu_half.c) and widened nodes ------- */
+
+static float from_bits(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+/* fp32 bit patterns and their roundings, worked out by hand: bf16 keeps the
+ * top 16 bits (7 mantissa bits), fp16 10 mantissa bits, exponent bias 15,
+ * subnormals k * 2^-24, largest finite 65504; ties go to the even neighbour. */
+static const struct { uint32_t f32; uint16_t bf16, f16; const char *what; } half_cases[] = {
+    {0x3f800000, 0x3f80, 0x3c00, "1"},
+    {0x80000000, 0x8000, 0x8000, "-0"},
+    {0x3f808000, 0x3f80, 0x3c04, "1 + 2^-8: bf16 tie, down to even"},
+    {0x3f818000, 0x3f82, 0x3c0c, "1 + 3*2^-8: bf16 tie, up to even"},
+    {0x3f808001, 0x3f81, 0x3c04, "1 + 2^-8 + 2^-23: bf16 past the tie, up"},
+    {0x3f801000, 0x3f80, 0x3c00, "1 + 2^-11: fp16 tie, down to even"},
+    {0x3f803000, 0x3f80, 0x3c02, "1 + 3*2^-11: fp16 tie, up to even"},
+    {0x477fe000, 0x4780, 0x7bff, "65504, fp16's largest"},
+    {0x477fefff, 0x4780, 0x7bff, "just under 65520: fp16 65504"},
+    {0x477ff000, 0x4780, 0x7c00, "65520: fp16 tie with 2^16, to inf"},
+    {0x49742400, 0x4974, 0x7c00, "1e6: fp16 overflows to inf"},
+    {0xc9742400, 0xc974, 0xfc00, "-1e6: fp16 -inf"},
+    {0x7f7fffff, 0x7f80, 0x7c00, "fp32's largest: bf16 rounds up to inf"},
+    {0x7f7f7fff, 0x7f7f, 0x7c00, "under bf16's last tie: its largest"},
+    {0x7f800000, 0x7f80, 0x7c00, "inf"},
+    {0xff800000, 0xff80, 0xfc00, "-inf"},
+    {0x7f800001, 0x7fc0, 0x7e00, "signaling NaN: quiet NaN, not inf"},
+    {0xffffffff, 0xffff, 0xfe00 | 0x3ff, "NaN with every payload bit: stays NaN, no carry"},
+    {0x38800000, 0x3880, 0x0400, "2^-14: fp16's least normal"},
+    {0x387fe000, 0x3880, 0x0400, "2^-14 - 2^-25: fp16 tie between 0x3ff and 0x400, to even"},
+    {0x33800000, 0x3380, 0x0001, "2^-24: fp16's least subnormal"},
+    {0x33000000, 0x3300, 0x0000, "2^-25: fp16 tie between 0 and 2^-24, to zero"},
+    {0x33400000, 0x3340, 0x0001, "1.5 * 2^-25: fp16 up to 2^-24"},
+    {0x33c00000, 0x33c0, 0x0002, "3 * 2^-25: fp16 tie between 1 and 2 subnormal units, to 2"},
+    {0xb3800000, 0xb380, 0x8001, "-2^-24"},
+    {0x2edbe6ff, 0x2edc, 0x0000, "1e-10: fp16 zero"},
+    {0x00008000, 0x0000, 0x0000, "fp32 subnormal on a bf16 tie: down to zero"},
+    {0x00018000, 0x0002, 0x0000, "fp32 subnormal on a bf16 tie: up to even"},
+};
+
+static void check_half_rounding(void)
+{
+    for (size_t i = 0; i < sizeof half_cases / sizeof *half_cases; i++) {
+        float f = from_bits(half_cases[i].f32);
+        uint16_t b = mp_f32_to_bf16(f), h = mp_f32_to_f16(f);
+        CHECK(b == half_cases[i].bf16, "bf16(%s) = 0x%04x, want 0x%04x", half_cases[i].what, b, half_cases[i].bf16);
+        CHECK(h == half_cases[i].f16, "fp16(%s) = 0x%04x, want 0x%04x", half_cases[i].what, h, half_cases[i].f16);
+    }
+    /* widening is exact: every 16-bit pattern but NaN rounds back to itself, NaN stays NaN */
+    int bad = 0;
+    for (uint32_t p = 0; p <= 0xffff; p++) {
+        float b = mp_bf16_to_f32((uint16_t)p), h = mp_f16_to_f32((uint16_t)p);
+        bad += isnan(b) ? !isnan(mp_bf16_to_f32(mp_f32_to_bf16(b))) : mp_f32_to_bf16(b) != p;
+        bad += isnan(h) ? !isnan(mp_f16_to_f32(mp_f32_to_f16(h))) : mp_f32_to_f16(h) != p;
+    }
+    CHECK(!bad, "%d 16-bit patterns do not survive widening and rounding", bad);
+    CHECK(mp_f16_to_f32(0x0001) == 0x1p-24f && mp_f16_to_f32(0x03ff) == 1023 * 0x1p-24f && mp_f16_to_f32(0x7bff) == 65504,
+          "fp16 widening of subnormals and the largest finite value");
+#ifdef __FLT16_MAX__
+    /* fp16 against the compiler's own conversion (libgcc's, round-to-nearest-even),
+     * on fp32 patterns spread over the whole range */
+    int off = 0;
+    for (uint64_t p = 0; p <= 0xffffffffu; p += 65521) {
+        float f = from_bits((uint32_t)p);
+        _Float16 c = (_Float16)f;
+        uint16_t want;
+        memcpy(&want, &c, 2);
+        uint16_t got = mp_f32_to_f16(f);
+        off += isnan(f) ? (got & 0x7c00) != 0x7c00 || !(got & 0x3ff) : got != want;
+    }
+    CHECK(!off, "%d fp32 values round to fp16 unlike the compiler's conversion", off);
+#endif
+
+    /* a bf16 Add runs in fp32 and rounds once: 1 + 2^-8 is a tie (down to 1),
+     * 1 + 3*2^-9 rounds up to 1 + 2^-7; the fp32 copies are scratch, not node outputs */
+    mp_graph *g = new_graph();
+    int32_t a = tensor_val(g, "a", MP_BFLOAT16, 2), b = tensor_val(g, "b", MP_BFLOAT16, 2), y = mp_graph_value(g, "y");
+    int32_t in[2] = {a, b};
+    mp_graph_add_node(g, "add", "Add", "", 2, in, 1, &y);
+    set_outputs(g, 1, &y);
+    mp_err err = {""};
+    if (mp_graph_link(g, &err) || mp_infer(g, &err)) {
+        CHECK(0, "bf16 add does not infer: %s", err.msg);
+        mp_graph_free(g);
+        return;
+    }
+    uint16_t av[2] = {0x3f80, 0x3f80}, bv[2] = {0x3b80, 0x3bc0}; /* 1, 1; 2^-8, 3*2^-9 */
+    int64_t n2 = 2;
+    mp_tensor at = {MP_BFLOAT16, 1, &n2, 2, av}, bt = {MP_BFLOAT16, 1, &n2, 2, bv};
+    mp_exec *e = mp_exec_new(g, NULL, &err);
+    CHECK(e && !mp_exec_bind(e, a, &at, &err) && !mp_exec_bind(e, b, &bt, &err) && !mp_exec_run(e, &err), "bf16 add: %s", err.msg);
+    if (e) {
+        const mp_tensor *yt = mp_exec_value(e, y);
+        const uint16_t *yv = yt ? yt->data : NULL;
+        CHECK(yv && yt->dtype == MP_BFLOAT16 && yv[0] == 0x3f80 && yv[1] == 0x3f81, "bf16 add gives 0x%04x 0x%04x, want 0x3f80 0x3f81",
+              yv ? yv[0] : 0, yv ? yv[1] : 0);
+        CHECK(mp_exec_get_stats(e)->peak_bytes == 4, "bf16 add peak %lld, want 4 (the bf16 output)", (long long)mp_exec_get_stats(e)->peak_bytes);
+        CHECK(mp_exec_get_stats(e)->scratch_peak >= 3 * 8, "bf16 add scratch %lld, want the three fp32 copies",
+              (long long)mp_exec_get_stats(e)->scratch_peak);
+        mp_exec_free(e);
+    }
     mp_graph_free(g);
 }
 
@@ -668,6 +776,7 @@ int main(int argc, char **argv)
 
     check_peak_and_plans();
     check_dropout_and_reruns();
+    check_half_rounding();
     printf("executor checks: %s\n", unit_failures ? "FAILED" : "passed");
 
     char root[1024];
