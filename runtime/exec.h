@@ -13,7 +13,9 @@
  * for node outputs comes either from one malloc per value, freed after its
  * last use (the unplanned reference), or from a caller's plan: a byte offset
  * per value into one arena. Either way the executor tracks the bytes of node
- * outputs live at once and reports the peak.
+ * outputs live at once and reports the peak. A node on float16/bfloat16
+ * tensors runs its fp32 kernel between widened inputs and rounded outputs
+ * (round-to-nearest-even), the copies in kernel scratch, not in the arena.
  *
  * Graph inputs and initializers are the caller's: bound buffers, the values'
  * folded contents (konst), or weights read from the model file.
