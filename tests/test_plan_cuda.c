@@ -10,7 +10,8 @@
  *      the sanitizer build it runs with ASan, so index math that strays
  *      outside a tensor fails here;
  *   3. when nvcc is present, each plan.cu of step 1 compiles and links against
- *      the GPU runtime (compiled once), with every nvcc warning an error. */
+ *      the GPU runtime (compiled once: memplan_cuda.cu, mp_cu_cudnn.cu; cuBLAS,
+ *      cuDNN), with every nvcc warning an error. */
 #include <check.h>
 #include <libgen.h>
 #include <math.h>
@@ -170,9 +171,12 @@ START_TEST(every_op_lowers)
     char cmd[2048];
     bool nvcc = *MEMPLAN_NVCC && !access(MEMPLAN_NVCC, X_OK);
     if (nvcc) {
-        snprintf(cmd, sizeof cmd, "%s -O2 -arch=sm_90 -Werror all-warnings -I%s -c %s/memplan_cuda.cu -o %s/memplan_cuda.o",
-                 MEMPLAN_NVCC, CUDA_DIR, CUDA_DIR, dir);
-        ck_assert_msg(sh(cmd) == 0, "failed: %s", cmd);
+        static const char *const srcs[] = {"memplan_cuda", "mp_cu_cudnn"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(cmd, sizeof cmd, "%s -O2 -arch=sm_90 -Werror all-warnings -I%s -c %s/%s.cu -o %s/%s.o", MEMPLAN_NVCC,
+                     CUDA_DIR, CUDA_DIR, srcs[k], dir, srcs[k]);
+            ck_assert_msg(sh(cmd) == 0, "failed: %s", cmd);
+        }
     } else {
         printf("  nvcc not found (configure with the CUDA toolkit): plan.cu is written, not compiled\n");
     }
@@ -190,8 +194,9 @@ START_TEST(every_op_lowers)
         ck_assert_msg(r.status == 0 && !access(f, R_OK), "%s: exit %d: %s", m->path, r.status, r.err);
         run_free(&r);
         if (nvcc) {
-            snprintf(cmd, sizeof cmd, "%s -O2 -arch=sm_90 -Werror all-warnings -I%s -o %s/plan %s/plan.cu %s/memplan_cuda.o -lcublas",
-                     MEMPLAN_NVCC, CUDA_DIR, out, out, dir);
+            snprintf(cmd, sizeof cmd,
+                     "%s -O2 -arch=sm_90 -Werror all-warnings -I%s -o %s/plan %s/plan.cu %s/memplan_cuda.o %s/mp_cu_cudnn.o -lcublas -lcudnn",
+                     MEMPLAN_NVCC, CUDA_DIR, out, out, dir, dir);
             ck_assert_msg(sh(cmd) == 0, "%s: failed: %s", m->path, cmd);
             snprintf(f, sizeof f, "%s/plan", out);
             ck_assert_int_eq(access(f, X_OK), 0);

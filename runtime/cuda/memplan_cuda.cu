@@ -1,13 +1,20 @@
 /* memplan_cuda.cu - the CUDA runtime of emitted plans: one cudaMalloc of the
- * planned arena (and one of the fixed workspace the plan states, for the
- * per-row and per-channel statistics of the normalization gradients), every
- * tensor at its baked offset, the instruction stream run in order: cuBLAS for
- * the GEMMs (strided batched; transposed views read through the transpose
- * flags), and for the rest the element functions of mp_cu_kernels.h, a
- * thread each, the same code mp_cu_host.c runs on the CPU. */
+ * planned arena (and one of the fixed workspace the plan states: the per-row
+ * and per-channel statistics of the normalization gradients, and cuDNN's
+ * buffer), every tensor at its baked offset, the instruction stream run in
+ * order: cuBLAS for the GEMMs (strided batched; transposed views read through
+ * the transpose flags), cuDNN for convolutions (mp_cu_cudnn.cu), and for the
+ * rest the element functions of mp_cu_kernels.h, a thread each, the same code
+ * mp_cu_host.c runs on the CPU.
+ *
+ * Environment: MP_CU_TF32=1 lets cuBLAS and cuDNN use TF32 (default: fp32
+ * FMA, comparable with the CPU); MP_CU_NO_CUDNN=1 runs convolutions on the
+ * direct kernels; MP_CU_SYNC=1 synchronizes after each instruction and names
+ * the one that faults. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "mp_cu_cudnn.h"
 #include "mp_cu_main.h"
 
 #define CK(x)                                                                                     \
@@ -93,6 +100,8 @@ static void gpu_run(const mp_cu_plan *p, const mp_cu_instr *I, mp_cu_args *a)
         CK(cudaMemcpy(a->x[0], I->konst, (size_t)p->t[I->t[0]].bytes, cudaMemcpyHostToDevice));
     } else if (I->op == MP_CU_GEMM) {
         gemm(p, I, a);
+    } else if ((I->op == MP_CU_CONV || I->op == MP_CU_CONV_DX || I->op == MP_CU_CONV_DW) && mp_cu_cudnn_conv(p, I, a)) {
+        /* ran on cuDNN */
     } else if (I->op > 0 && I->op < MP_CU_OP_COUNT && launchers[I->op]) {
         launchers[I->op](a);
     } else {
@@ -108,8 +117,11 @@ static void gpu_run(const mp_cu_plan *p, const mp_cu_instr *I, mp_cu_args *a)
     }
 }
 
-static char *gpu_alloc(int64_t arena_bytes, int64_t ws_bytes, void **ws, size_t *taken)
+static int64_t align256(int64_t n) { return (n + 255) & ~(int64_t)255; }
+
+static char *gpu_alloc(const mp_cu_plan *p, void **ws, size_t *taken)
 {
+    int64_t arena_bytes = p->arena_bytes, ws_bytes = align256(p->workspace_bytes) + p->conv_workspace_bytes;
     size_t free0, free1, total;
     CK(cudaFree(0)); /* the context first, so the arena is what the next reading sees */
     CK(cudaMemGetInfo(&free0, &total));
@@ -123,7 +135,9 @@ static char *gpu_alloc(int64_t arena_bytes, int64_t ws_bytes, void **ws, size_t 
         fprintf(stderr, "plan: cublasCreate failed\n");
         exit(1);
     }
-    cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH); /* fp32, no TF32: comparable with the CPU */
+    int tf32 = getenv("MP_CU_TF32") && atoi(getenv("MP_CU_TF32"));
+    cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH); /* default fp32: comparable with the CPU */
+    mp_cu_cudnn_init(p, *ws ? (char *)*ws + align256(p->workspace_bytes) : NULL, (size_t)p->conv_workspace_bytes, tf32);
     init_launchers();
     return arena;
 }
@@ -139,6 +153,10 @@ static void gpu_sync(void)
 
 static void gpu_release(char *arena, void *ws)
 {
+    int on, direct;
+    mp_cu_cudnn_counts(&on, &direct);
+    if (on + direct) fprintf(stderr, "plan: convolutions: %d on cuDNN, %d on the direct kernels\n", on, direct);
+    mp_cu_cudnn_free();
     cublasDestroy(blas);
     CK(cudaFree(arena));
     if (ws) CK(cudaFree(ws));

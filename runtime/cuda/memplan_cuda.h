@@ -101,7 +101,9 @@ typedef struct mp_cu_instr {
 enum { GM_M = 0, GM_N, GM_K, GM_TA, GM_TB, GM_LDA, GM_LDB, GM_BATCH, GM_SA, GM_SB, GM_SC, GM_BETA_ONE };
 
 typedef struct mp_cu_plan {
-    int64_t arena_bytes, lower_bound, workspace_bytes;
+    int64_t arena_bytes, lower_bound;
+    int64_t workspace_bytes;         /* per-row / per-channel statistics of the normalization gradients */
+    int64_t conv_workspace_bytes;    /* the most a cuDNN convolution algorithm may use (0: no convolutions) */
     int32_t ntensors, ninstr, loss;  /* loss: tensor index */
     const mp_cu_tensor *t;
     const mp_cu_instr *ins;

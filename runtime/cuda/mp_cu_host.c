@@ -23,8 +23,9 @@ static const mp_cu_elem_fn elem_fns[MP_CU_OP_COUNT] = {
     [MP_CU_OPTIM] = k_optim,
 };
 
-static char *host_alloc(int64_t arena_bytes, int64_t ws_bytes, void **ws, size_t *taken)
+static char *host_alloc(const mp_cu_plan *p, void **ws, size_t *taken)
 {
+    int64_t arena_bytes = p->arena_bytes, ws_bytes = p->workspace_bytes; /* no cuDNN here */
     char *arena = malloc((size_t)(arena_bytes ? arena_bytes : 1)); /* the one allocation of the arena */
     *ws = ws_bytes ? malloc((size_t)ws_bytes) : NULL;
     if (!arena || (ws_bytes && !*ws)) {

@@ -15,8 +15,8 @@
 
 typedef struct mp_cu_backend {
     const char *name;
-    /* the arena (exactly arena_bytes) and the workspace; *taken: device bytes the arena took (0: unknown) */
-    char *(*alloc)(int64_t arena_bytes, int64_t ws_bytes, void **ws, size_t *taken);
+    /* the arena (exactly arena_bytes) and the workspaces; *taken: device bytes the arena took */
+    char *(*alloc)(const mp_cu_plan *p, void **ws, size_t *taken);
     void (*upload)(char *dst, const void *src, int64_t bytes);
     void (*download)(void *dst, const char *src, int64_t bytes);
     void (*run)(const mp_cu_plan *p, const mp_cu_instr *I, mp_cu_args *a); /* one instruction */
@@ -85,7 +85,7 @@ static int mp_cu_run_main(int argc, char **argv, const mp_cu_plan *p, const mp_c
     }
     void *ws = NULL;
     size_t taken = 0;
-    char *arena = be->alloc(p->arena_bytes, p->workspace_bytes, &ws, &taken);
+    char *arena = be->alloc(p, &ws, &taken);
     for (int32_t i = 0; i < p->ntensors; i++) {
         const mp_cu_tensor *t = &p->t[i];
         if (!t->init || !t->bytes) continue;
@@ -100,8 +100,10 @@ static int mp_cu_run_main(int argc, char **argv, const mp_cu_plan *p, const mp_c
         free(host);
     }
     if (json)
-        printf("{\"backend\": \"%s\", \"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, \"workspace_bytes\": %lld, \"steps\": [",
-               be->name, (long long)p->arena_bytes, (long long)p->lower_bound, (long long)p->workspace_bytes);
+        printf("{\"backend\": \"%s\", \"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, \"workspace_bytes\": %lld, "
+               "\"conv_workspace_bytes\": %lld, \"steps\": [",
+               be->name, (long long)p->arena_bytes, (long long)p->lower_bound, (long long)p->workspace_bytes,
+               (long long)p->conv_workspace_bytes);
     for (long s = 0; s < steps; s++) {
         be->sync();
         double t0 = mp_cu_now();
@@ -121,8 +123,10 @@ static int mp_cu_run_main(int argc, char **argv, const mp_cu_plan *p, const mp_c
     if (json)
         printf("], \"measured_peak_bytes\": %lld, \"allocation_bytes\": %zu}\n", (long long)p->arena_bytes, taken);
     else
-        printf("arena: planned %lld bytes (lower bound %lld), workspace %lld bytes; the arena's allocation took %zu bytes\n",
-               (long long)p->arena_bytes, (long long)p->lower_bound, (long long)p->workspace_bytes, taken);
+        printf("arena: planned %lld bytes (lower bound %lld); workspace %lld + %lld bytes (statistics + cuDNN); "
+               "the arena's allocation took %zu bytes\n",
+               (long long)p->arena_bytes, (long long)p->lower_bound, (long long)p->workspace_bytes,
+               (long long)p->conv_workspace_bytes, taken);
     be->release(arena, ws);
     return 0;
 }
