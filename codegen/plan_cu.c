@@ -425,6 +425,14 @@ static const char *lower_gather(cg *c, const mp_node *n)
     return NULL;
 }
 
+static const char *lower_constant_of_shape(cg *c, const mp_node *n)
+{
+    const mp_attr *a = mp_node_attr(n, "value");
+    const mp_tensor *t = a && a->tensors ? a->tensors[0] : NULL;
+    if (t && (t->numel != 1 || !t->data)) return "a value of other than one element";
+    return fill(c, vout(n, 0), t ? mp_tensor_get_f64(t, 0) : 0.0);
+}
+
 static const char *lower_trilu(cg *c, const mp_node *n)
 {
     int32_t x = vin(n, 0), y = vout(n, 0);
@@ -829,7 +837,7 @@ static const struct {
     {"Reshape", lower_view}, {"Flatten", lower_view}, {"Squeeze", lower_view}, {"Unsqueeze", lower_view},
     {"Identity", lower_view}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
     {"Split", lower_split}, {"Slice", lower_slice}, {"SliceGrad", lower_slice}, {"Gather", lower_gather},
-    {"GatherGrad", lower_gather}, {"Trilu", lower_trilu}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},
+    {"GatherGrad", lower_gather}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},
     {"MatMulGradA", lower_matmul}, {"MatMulGradB", lower_matmul}, {"SumToShape", lower_sum_to},
     {"GlobalAveragePool", lower_gap}, {"GlobalAveragePoolGrad", lower_gap}, {"Softmax", lower_softmax},
     {"LogSoftmax", lower_softmax}, {"SoftmaxGrad", lower_softmax}, {"SoftmaxCrossEntropyLoss", lower_sce},
