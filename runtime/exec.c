@@ -307,6 +307,65 @@ static int decode_typed(mp_tensor *t, int field, const uint8_t *p, int64_t len, 
     return 0;
 }
 
+/* Reads value id's data reference (the file's dtype `ft`, `bytes` bytes) into
+ * a new buffer *out: 0, 1 when its external file is absent, or -1. */
+static int read_ref(mp_exec *x, const mp_model *m, int32_t id, mp_dtype ft, int64_t bytes, void **out, mp_err *err)
+{
+    const mp_data_ref *r = &x->g->values[id].data;
+    int64_t end;
+    FILE *f = NULL;
+    char path[4096];
+    if (r->kind == MP_DATA_EXTERNAL) {
+        /* Weights are metadata to the planner, so their file may be absent:
+         * such a weight is left unbound, and the caller seeds it. */
+        snprintf(path, sizeof path, "%s/%s", x->g->model_dir ? x->g->model_dir : ".", r->location ? r->location : "");
+        if (!(f = fopen(path, "rb"))) {
+            if (!x->st.weights_absent++) snprintf(x->st.first_absent, sizeof x->st.first_absent, "%s", path);
+            return 1;
+        }
+    }
+    mp_tensor t = x->t[id];
+    t.dtype = ft;
+    t.data = *out = malloc((size_t)(bytes ? bytes : 1));
+    if (!t.data) {
+        if (f) fclose(f);
+        return mp_fail(err, "weights: out of memory for '%s'", vname(x, id));
+    }
+    if (f) {
+        bool ok = r->length == bytes && fseek(f, (long)r->offset, SEEK_SET) == 0 &&
+                  fread(t.data, 1, (size_t)r->length, f) == (size_t)r->length;
+        fclose(f);
+        if (!ok) return mp_fail(err, "weights: cannot read %lld bytes at %lld of '%s'", (long long)r->length, (long long)r->offset, path);
+        return 0;
+    }
+    if (!m || !m->map || !mp_add_ok(r->offset, r->length, &end) || end > (int64_t)m->size)
+        return mp_fail(err, "weights: '%s' lies outside the model file", vname(x, id));
+    const uint8_t *p = m->map + r->offset;
+    if (r->kind == MP_DATA_RAW) {
+        if (r->length != bytes) return mp_fail(err, "weights: '%s' raw data has %lld bytes, its shape %lld", vname(x, id), (long long)r->length, (long long)bytes);
+        memcpy(t.data, p, (size_t)r->length); /* copied: file offsets are not aligned */
+        return 0;
+    }
+    return decode_typed(&t, r->field, p, r->length, vname(x, id), err);
+}
+
+/* Gives value id buffer data, owned by the executor. */
+static void own_weight(mp_exec *x, int32_t id, void *data, int64_t bytes)
+{
+    x->t[id].data = data;
+    x->own[id] = OWN_WEIGHT;
+    x->st.weight_bytes += bytes;
+}
+
+/* The fp32 master `<name>.master` of a lowered parameter, when it still needs data; -1 if none. */
+static int32_t unloaded_master(const mp_exec *x, int32_t id)
+{
+    char name[600];
+    snprintf(name, sizeof name, "%s.master", vname(x, id));
+    int32_t mid = mp_graph_find(x->g, name);
+    return mid >= 0 && x->own[mid] == OWN_NONE && x->t[mid].dtype == MP_FLOAT && x->t[mid].numel == x->t[id].numel ? mid : -1;
+}
+
 int mp_exec_load_weights(mp_exec *x, const mp_model *m, mp_err *err)
 {
     mp_graph *g = x->g;
@@ -314,45 +373,40 @@ int mp_exec_load_weights(mp_exec *x, const mp_model *m, mp_err *err)
         int32_t id = g->inits[i];
         const mp_value *v = &g->values[id];
         mp_tensor *t = &x->t[id];
-        if (x->own[id] != OWN_NONE || v->data.kind == MP_DATA_NONE || v->data.kind == MP_DATA_INLINE) continue;
+        if (v->data.kind == MP_DATA_NONE || v->data.kind == MP_DATA_INLINE) continue;
         if (x->bytes[id] < 0) return mp_fail(err, "weights: '%s' has an unsupported dtype or unknown shape", vname(x, id));
-        const mp_data_ref *r = &v->data;
-        int64_t end;
-        if (r->offset < 0 || r->length < 0) return mp_fail(err, "weights: '%s' has a bad data reference", vname(x, id));
-        FILE *f = NULL;
-        char path[4096];
-        if (r->kind == MP_DATA_EXTERNAL) {
-            /* Weights are metadata to the planner, so their file may be absent:
-             * such a weight is left unbound, and the caller seeds it. */
-            snprintf(path, sizeof path, "%s/%s", g->model_dir ? g->model_dir : ".", r->location ? r->location : "");
-            if (!(f = fopen(path, "rb"))) {
-                if (!x->st.weights_absent++) snprintf(x->st.first_absent, sizeof x->st.first_absent, "%s", path);
-                continue;
-            }
-        }
-        t->data = malloc((size_t)(x->bytes[id] ? x->bytes[id] : 1));
-        if (!t->data) {
-            if (f) fclose(f);
-            return mp_fail(err, "weights: out of memory for '%s'", vname(x, id));
-        }
-        x->own[id] = OWN_WEIGHT;
-        x->st.weight_bytes += x->bytes[id];
-        if (f) {
-            bool ok = r->length == x->bytes[id] && fseek(f, (long)r->offset, SEEK_SET) == 0 &&
-                      fread(t->data, 1, (size_t)r->length, f) == (size_t)r->length;
-            fclose(f);
-            if (!ok) return mp_fail(err, "weights: cannot read %lld bytes at %lld of '%s'", (long long)r->length, (long long)r->offset, path);
+        if (v->data.offset < 0 || v->data.length < 0) return mp_fail(err, "weights: '%s' has a bad data reference", vname(x, id));
+        /* A mixed-precision step lowers each fp32 parameter to a 16-bit working
+         * copy (passes/train.c) whose file data is still fp32: the copy gets the
+         * rounded values, its fp32 master the exact ones (also when the copy
+         * is a folded constant). */
+        bool lowered = mp_dtype_is_half(t->dtype) &&
+                       (v->data.kind == MP_DATA_TYPED ? v->data.field == 4 : v->data.length == t->numel * 4);
+        int32_t master = lowered ? unloaded_master(x, id) : -1;
+        if (x->own[id] != OWN_NONE && master < 0) continue;
+        void *data = NULL;
+        int64_t bytes = lowered ? t->numel * 4 : x->bytes[id];
+        int rc = read_ref(x, m, id, lowered ? MP_FLOAT : t->dtype, bytes, &data, err);
+        if (rc) {
+            free(data);
+            if (rc < 0) return -1;
             continue;
         }
-        if (!m || !m->map || !mp_add_ok(r->offset, r->length, &end) || end > (int64_t)m->size)
-            return mp_fail(err, "weights: '%s' lies outside the model file", vname(x, id));
-        const uint8_t *p = m->map + r->offset;
-        if (r->kind == MP_DATA_RAW) {
-            if (r->length != x->bytes[id]) return mp_fail(err, "weights: '%s' raw data has %lld bytes, its shape %lld", vname(x, id), (long long)r->length, (long long)x->bytes[id]);
-            memcpy(t->data, p, (size_t)r->length); /* copied: file offsets are not aligned */
-        } else if (decode_typed(t, r->field, p, r->length, vname(x, id), err)) {
-            return -1;
+        if (!lowered) {
+            own_weight(x, id, data, bytes);
+            continue;
         }
+        if (x->own[id] == OWN_NONE) {
+            uint16_t *low = malloc((size_t)(x->bytes[id] ? x->bytes[id] : 1));
+            if (!low) {
+                free(data);
+                return mp_fail(err, "weights: out of memory for '%s'", vname(x, id));
+            }
+            mp_half_round(t->dtype, data, low, t->numel);
+            own_weight(x, id, low, x->bytes[id]);
+        }
+        if (master >= 0) own_weight(x, master, data, bytes);
+        else free(data);
     }
     return 0;
 }

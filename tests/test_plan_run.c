@@ -310,6 +310,54 @@ START_TEST(mnist_low)
 }
 END_TEST
 
+/* The store-everything plan of path's step run for nsteps from the model's
+ * own weights (fp32 in the file), each step's loss in loss[]. */
+static void steps_from_weights(const char *path, const mp_plan_opts *o, int nsteps, double *loss)
+{
+    mp_err err = {""};
+    mp_schedule s;
+    mp_model *m = mp_plan_step_new(path, o, &s, &err);
+    ck_assert_msg(m, "%s", err.msg);
+    mp_plan_info info;
+    ck_assert_msg(!mp_plan_write(dir, path, o, m->graph, &s, -1, &info, &err), "%s", err.msg);
+    mp_schedule_free(&s);
+    mp_onnx_close(m);
+    mp_plan p;
+    ck_assert_msg(!mp_plan_load(dir, &p, &err), "%s", err.msg);
+    mp_plan_run_opts ro = {.seed = SEED, .weights_from_model = true};
+    mp_plan_exec *pe = mp_plan_exec_new(&p, &ro, &err);
+    ck_assert_msg(pe, "%s", err.msg);
+    for (int i = 0; i < nsteps; i++) ck_assert_msg(!mp_plan_exec_step(pe, &loss[i], NULL, &err), "%s", err.msg);
+    ck_assert_int_eq(mp_plan_exec_peak(pe), p.arena_bytes);
+    mp_plan_exec_free(pe);
+    mp_plan_free(&p);
+}
+
+/* A bf16/fp16 plan loads the file's fp32 weights as rounded working copies and
+ * exact fp32 masters, so the updates of a few steps follow the fp32 plan's:
+ * each step's loss within the loss tolerance (a master left seeded, or a
+ * working copy not rounded from it, is off by several u within three steps). */
+START_TEST(low_from_weights)
+{
+    static const mp_dtype low[] = {MP_BFLOAT16, MP_FLOAT16};
+    enum { STEPS = 3 };
+    mp_plan_opts o = opts(8, NULL, 0);
+    double want[STEPS], got[STEPS];
+    steps_from_weights(MODEL("mlp.onnx"), &o, STEPS, want);
+    for (size_t k = 0; k < sizeof low / sizeof *low; k++) {
+        steps_from_weights(MODEL("mlp.onnx"), (mp_plan_opts[]){at(o, low[k])}, STEPS, got);
+        double u = low[k] == MP_BFLOAT16 ? BF16_U : FP16_U;
+        for (int i = 0; i < STEPS; i++) {
+            double rel = fabs(got[i] - want[i]) / fabs(want[i]);
+            printf("  mlp.onnx weights from the file, %s step %d: loss %.6f, fp32 %.6f (%.1fu)\n",
+                   mp_plan_precision_name(low[k]), i + 1, got[i], want[i], rel / u);
+            ck_assert_msg(rel <= LOSS_RTOL(u), "%s step %d: loss %g, fp32 %g", mp_plan_precision_name(low[k]), i + 1, got[i], want[i]);
+        }
+        ck_assert_msg(want[STEPS - 1] < want[0] && got[STEPS - 1] < got[0], "the steps must lower the loss");
+    }
+}
+END_TEST
+
 /* ---- corrupted plans ---- */
 
 static char *slurp(const char *path, size_t *n)
@@ -487,6 +535,7 @@ int main(void)
     tcase_add_test(tc, cnn_bn_low);
     tcase_add_test(tc, gpt_decoder_low);
     tcase_add_test(tc, mnist_low);
+    tcase_add_test(tc, low_from_weights);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
