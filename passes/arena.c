@@ -830,8 +830,8 @@ static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound
 
 /* ---- the driver ---------------------------------------------------------------- */
 
-int mp_arena_assign(const mp_arena_buf *bufs, int32_t n, const mp_arena_opts *o, int64_t *offsets,
-                    mp_arena_result *r, mp_err *err)
+static int assign_all(const mp_arena_buf *bufs, int32_t n, const mp_arena_opts *o, int64_t *offsets,
+                      mp_arena_result *r, mp_err *err)
 {
     mp_arena_opts def = mp_arena_defaults();
     if (!o) o = &def;
@@ -903,5 +903,62 @@ done:
     free(k1);
     free(k2);
     free(alt);
+    return rc;
+}
+
+/* Buffers live over the whole horizon (a training step's parameters and
+ * optimizer state) conflict with every other buffer, so each other buffer
+ * lies wholly above or below each of them: stacking them at the bottom loses
+ * nothing (drop one, shift what lay above it down, put it back at 0). The
+ * rest, a smaller instance that may split into time-disjoint parts, is what
+ * the heuristics and the search work on. */
+int mp_arena_assign(const mp_arena_buf *bufs, int32_t n, const mp_arena_opts *o, int64_t *offsets,
+                    mp_arena_result *r, mp_err *err)
+{
+    mp_arena_opts def = mp_arena_defaults();
+    if (!o) o = &def;
+    if (n <= 0 || !bufs || !offsets || o->alignment < 1) return assign_all(bufs, n, o, offsets, r, err);
+    int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+    for (int32_t i = 0; i < n; i++) t0 = bufs[i].lower < t0 ? bufs[i].lower : t0, t1 = max64(t1, bufs[i].upper);
+    int32_t nfull = 0;
+    for (int32_t i = 0; i < n; i++) nfull += bufs[i].lower == t0 && bufs[i].upper == t1 && bufs[i].size > 0;
+    if (nfull == 0 || nfull == n) return assign_all(bufs, n, o, offsets, r, err);
+    mp_arena_buf *rest = malloc((size_t)(n - nfull) * sizeof *rest);
+    int32_t *at = malloc((size_t)(n - nfull) * sizeof *at);
+    int64_t *roff = malloc((size_t)(n - nfull) * sizeof *roff);
+    int rc = -1;
+    if (!rest || !at || !roff) {
+        mp_fail(err, "out of memory");
+        goto done;
+    }
+    int32_t nr = 0;
+    int64_t units = 0, bytes = 0, top = 0; /* the stack, in alignment units; its bytes; its highest byte */
+    for (int32_t i = 0; i < n; i++) {
+        if (!(bufs[i].lower == t0 && bufs[i].upper == t1 && bufs[i].size > 0)) {
+            rest[nr] = bufs[i], at[nr++] = i;
+            continue;
+        }
+        int64_t u = bufs[i].size / o->alignment + (bufs[i].size % o->alignment != 0);
+        offsets[i] = units * o->alignment;
+        top = offsets[i] + bufs[i].size;
+        bytes += bufs[i].size;
+        if (!mp_add_ok(units, u, &units) || !mp_mul_ok(units, o->alignment, &(int64_t){0})) {
+            mp_fail(err, "arena: the buffers' total size overflows 64 bits");
+            goto done;
+        }
+    }
+    if (assign_all(rest, nr, o, roff, r, err)) goto done;
+    int64_t base = units * o->alignment;
+    for (int32_t k = 0; k < nr; k++) offsets[at[k]] = rest[k].size ? roff[k] + base : 0; /* 0 bytes: at 0, as ever */
+    r->arena_bytes = r->arena_bytes ? base + r->arena_bytes : top;
+    r->lower_bound += bytes;
+    r->aligned_bound += base;
+    for (int k = 0; k < MP_ARENA_METHOD_COUNT; k++)
+        if (r->method_bytes[k] >= 0) r->method_bytes[k] = r->method_bytes[k] ? base + r->method_bytes[k] : top;
+    rc = 0;
+done:
+    free(rest);
+    free(at);
+    free(roff);
     return rc;
 }

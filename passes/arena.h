@@ -10,7 +10,10 @@
  *
  * Two buffers conflict iff a.lower < b.upper && b.lower < a.upper. The arena
  * is max(offset + size); the lower bound is the largest total of sizes live at
- * one instant, which no assignment can beat. Methods, the best one kept:
+ * one instant, which no assignment can beat. Buffers over the whole horizon
+ * are stacked at the bottom first (each other buffer lies wholly above or
+ * below each of them, so that loses nothing); on the rest, methods, the best
+ * one kept:
  *   - by size: largest buffers first, each into the smallest gap that fits
  *     between the already placed buffers it conflicts with (TFLite, ggml);
  *   - by start: in order of lifetime start, each into the lowest gap (first fit);

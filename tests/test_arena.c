@@ -213,6 +213,37 @@ START_TEST(test_search_matches_brute_force)
 }
 END_TEST
 
+/* Buffers over the whole horizon (parameters, optimizer state) are stacked at
+ * the bottom and the rest assigned above them: still the brute-force optimum,
+ * the bound still counts them, and each stacked buffer lies below every other. */
+START_TEST(test_whole_horizon_stacked)
+{
+    mp_arena_buf b[7];
+    int64_t off[7], tmp[7];
+    int perm[7];
+    for (int t = 0; t < 200; t++) {
+        int n = 4 + (int)rnd(4), nfull = 1 + (int)rnd(2);
+        for (int i = 0; i < n; i++) {
+            int64_t lo = rnd(8);
+            b[i] = (mp_arena_buf){.lower = lo, .upper = lo + 1 + rnd(5), .size = 1 + rnd(6)};
+            perm[i] = i;
+        }
+        int64_t t0 = b[0].lower, t1 = b[0].upper, full = 0;
+        for (int i = 1; i < n; i++) t0 = b[i].lower < t0 ? b[i].lower : t0, t1 = b[i].upper > t1 ? b[i].upper : t1;
+        for (int i = n - nfull; i < n; i++) b[i].lower = t0, b[i].upper = t1, full += b[i].size;
+        int64_t opt = brute_force(b, n, perm, 0, tmp, INT64_MAX);
+        mp_arena_result r = assign_checked(b, n, 1, 1.0, off);
+        ck_assert_msg(r.arena_bytes == opt && r.optimal, "instance %d: arena %lld, optimum %lld", t,
+                      (long long)r.arena_bytes, (long long)opt);
+        ck_assert_int_ge(r.lower_bound, full);
+        ck_assert_int_le(r.lower_bound, r.arena_bytes);
+        for (int i = n - nfull; i < n; i++)
+            for (int j = 0; j < n - nfull; j++)
+                if (b[j].lower != t0 || b[j].upper != t1) ck_assert_int_le(off[i] + b[i].size, off[j]);
+    }
+}
+END_TEST
+
 /* 60,000 short-lived buffers: the sweep, not n^2; the result still verifies. */
 START_TEST(test_large_instance)
 {
@@ -375,6 +406,7 @@ int main(void)
     tcase_add_test(tc, test_omnimalloc_small);
     tcase_add_test(tc, test_random_instances);
     tcase_add_test(tc, test_search_matches_brute_force);
+    tcase_add_test(tc, test_whole_horizon_stacked);
     tcase_add_test(tc, test_large_instance);
     tcase_add_test(tc, test_training_step);
     tcase_add_test(tc, test_bad_input);
