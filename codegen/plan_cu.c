@@ -461,11 +461,14 @@ static const char *gemm(cg *c, int32_t a, bool ta, int32_t b, bool tb, int32_t y
     int64_t M = dim(c, a, ra - (ta ? 1 : 2)), K = dim(c, a, ra - (ta ? 2 : 1));
     int64_t Kb = dim(c, b, rb - (tb ? 1 : 2)), N = dim(c, b, rb - (tb ? 2 : 1));
     if (K != Kb || dim(c, y, ry - 2) != M || dim(c, y, ry - 1) != N) return "matrix dims that do not agree";
-    /* the full batch: the longer of a's and b's batch dims */
-    int32_t full = ra >= rb ? a : b;
-    int rf = V(c, full)->rank - 2;
+    /* the full batch: a's and b's batch dims broadcast */
+    int rf = (ra > rb ? ra : rb) - 2;
     int64_t batch = 1;
-    for (int i = 0; i < rf; i++) batch *= dim(c, full, i);
+    for (int i = 0; i < rf; i++) {
+        int ia = i - (rf - (ra - 2)), ib = i - (rf - (rb - 2));
+        int64_t da = ia >= 0 ? dim(c, a, ia) : 1, db = ib >= 0 ? dim(c, b, ib) : 1;
+        batch *= da > db ? da : db;
+    }
     int64_t stride[3];
     const int32_t ops[3] = {a, b, y};
     for (int k = 0; k < 3; k++) {
@@ -531,12 +534,13 @@ static const char *lower_sum_to(cg *c, const mp_node *n)
 
 static const char *lower_gap(cg *c, const mp_node *n)
 {
-    int32_t x = vin(n, 0), y = vout(n, 0);
+    bool grad = !strcmp(n->op_type, "GlobalAveragePoolGrad");
+    int32_t x = vin(n, 0), y = vout(n, 0), big = grad ? y : x; /* [N, C, spatial..] */
     const char *e = plain_f32(c, n);
     if (e) return e;
-    if (V(c, x)->rank < 2) return "rank < 2";
-    int64_t planes = dim(c, x, 0) * dim(c, x, 1), sp = planes ? numel(c, x) / planes : 0, one = 1;
-    if (!strcmp(n->op_type, "GlobalAveragePoolGrad")) return map(c, MP_FN_SCALE, 1, &x, y, 1, (double)sp);
+    if (V(c, big)->rank < 2) return "rank < 2";
+    int64_t planes = dim(c, big, 0) * dim(c, big, 1), sp = planes ? numel(c, big) / planes : 0, one = 1;
+    if (grad) return map(c, MP_FN_SCALE, 1, &x, y, 1, (double)sp);
     return reduce(c, x, y, 1, &planes, &sp, 1, &sp, &one, (double)sp);
 }
 
