@@ -374,16 +374,16 @@ int mp_exec_load_weights(mp_exec *x, const mp_model *m, mp_err *err)
         const mp_value *v = &g->values[id];
         mp_tensor *t = &x->t[id];
         if (v->data.kind == MP_DATA_NONE || v->data.kind == MP_DATA_INLINE) continue;
-        if (x->bytes[id] < 0) return mp_fail(err, "weights: '%s' has an unsupported dtype or unknown shape", vname(x, id));
-        if (v->data.offset < 0 || v->data.length < 0) return mp_fail(err, "weights: '%s' has a bad data reference", vname(x, id));
         /* A mixed-precision step lowers each fp32 parameter to a 16-bit working
          * copy (passes/train.c) whose file data is still fp32: the copy gets the
          * rounded values, its fp32 master the exact ones (also when the copy
          * is a folded constant). */
-        bool lowered = mp_dtype_is_half(t->dtype) &&
+        bool lowered = mp_dtype_is_half(t->dtype) && t->numel >= 0 &&
                        (v->data.kind == MP_DATA_TYPED ? v->data.field == 4 : v->data.length == t->numel * 4);
         int32_t master = lowered ? unloaded_master(x, id) : -1;
         if (x->own[id] != OWN_NONE && master < 0) continue;
+        if (x->bytes[id] < 0) return mp_fail(err, "weights: '%s' has an unsupported dtype or unknown shape", vname(x, id));
+        if (v->data.offset < 0 || v->data.length < 0) return mp_fail(err, "weights: '%s' has a bad data reference", vname(x, id));
         void *data = NULL;
         int64_t bytes = lowered ? t->numel * 4 : x->bytes[id];
         int rc = read_ref(x, m, id, lowered ? MP_FLOAT : t->dtype, bytes, &data, err);
