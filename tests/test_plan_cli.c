@@ -141,7 +141,7 @@ END_TEST
 START_TEST(test_bad_flags)
 {
     if (!have_graphs()) return;
-    static const char *const cases[][8] = {
+    static const char *const cases[][10] = {
         {"--graph-json", VGG, "--budget", "1GB", "--reserve", "-5", NULL},
         {"--graph-json", VGG, "--budget", "1GB", "--reserve", "10%", NULL},
         {"--graph-json", VGG, "--budget", "1GB", "--time-limit", "0", NULL},
@@ -159,12 +159,14 @@ START_TEST(test_bad_flags)
         {MODEL("mlp.onnx"), "--budget", "1GB", "--graph-json", VGG, NULL},
         {"inspect", MODEL("mlp.onnx"), "--batch", "max", NULL},
         {"inspect", MODEL("mlp.onnx"), "--budget", "1GB", NULL},
+        {MODEL("mlp.onnx"), "--batch", "8", "--budget", "1GB", "--inference", "-o", "/tmp/test_plan_cli_never", NULL},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         run_result r = run_args(cases[k]);
         assert_one_line_error(&r, 2);
         run_free(&r);
     }
+    ck_assert_msg(access("/tmp/test_plan_cli_never", F_OK) != 0, "-o wrote a plan it refused");
     /* the GPU list is named in the error */
     run_result r = RUN("--graph-json", VGG, "--budget", "1GB", "--gpu", "tpu");
     ck_assert_ptr_nonnull(strstr(r.err, "a100-80"));
