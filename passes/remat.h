@@ -26,7 +26,9 @@
  *   - recomputing v at q runs its recipe: v's producer and every ancestor that
  *     is no longer live at q (values that died after the forward), in order;
  *     the recipe's inputs that are droppable must be resident at q (kept, or
- *     themselves recomputed at or before q);
+ *     themselves recomputed at or before q) - or, in a second candidate, one
+ *     of them that is away at q is made again inside the recipe and freed
+ *     right after it is read;
  *   - the cost of a plan is the sum of its recipes' costs; its peak is counted
  *     step by step, recipe nodes included.
  * The ILP (GLPK) chooses at most one candidate per group; mp_rsched_count()
@@ -107,6 +109,9 @@ typedef struct mp_rspace_opts {
     int max_gaps;           /* groups per value: its largest gaps of length >= 2 (default 4; 1: the largest only) */
     int max_recipe;         /* nodes in one recipe (default 64); longer ones are not offered */
     double min_fraction;    /* values under this fraction of the largest droppable are always kept (0) */
+    int32_t expand_nodes;   /* second candidates whose recipe makes an away input for itself, on graphs of at
+                             * most this many nodes (default 1000: on larger ones the doubled program costs the
+                             * LP and its rounding more than they win; 0: never) */
 } mp_rspace_opts;
 
 mp_rspace_opts mp_rspace_defaults(void);
@@ -120,6 +125,9 @@ typedef struct mp_rcand {
     int64_t recipe_peak;      /* extra bytes while the recipe runs, value included */
     int32_t nfront, *front;   /* values read by the recipe and inside one of their groups' gaps at step
                                * (mp_rspace_group): that group must be kept or back by step */
+    int32_t nexpand, *expand; /* values the recipe makes again for itself although they are live at step: they
+                               * must be away then (their group comes back after step), and the recipe frees
+                               * its copy after its last read, as it frees intermediates */
 } mp_rcand;
 
 typedef struct mp_rspace {

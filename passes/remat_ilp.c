@@ -4,6 +4,7 @@
  * (D_t = bytes away at step t), so the matrix stays O(nodes + candidates).
  * The LP relaxation gives the bound; a greedy plan, counted by the model
  * itself (mp_rplan_peak), is the warm start. */
+#include <float.h>
 #include <glpk.h>
 #include <math.h>
 #include <stdio.h>
@@ -60,8 +61,8 @@ static int64_t excess(const int64_t *step_peak, int32_t n, int64_t budget)
     return e;
 }
 
-/* c may join the plan: its frontier inputs are not away at its step, and no
- * chosen recipe reading its value needs it earlier. readers[off[i]..off[i+1])
+/* c may join the plan: its frontier inputs are not away at its step, what it
+ * makes for itself is, and no chosen recipe reading its value needs it earlier. readers[off[i]..off[i+1])
  * are the candidates having drop[i] in their frontier. */
 static bool compatible(const mp_rspace *sp, const int32_t *choice, const int32_t *off, const int32_t *readers,
                        int32_t c)
@@ -70,6 +71,10 @@ static bool compatible(const mp_rspace *sp, const int32_t *choice, const int32_t
     for (int32_t f = 0; f < rc->nfront; f++) {
         int32_t j = mp_rspace_group(sp, rc->front[f], rc->step);
         if (j >= 0 && choice[j] >= 0 && sp->cand[choice[j]].step > rc->step) return false;
+    }
+    for (int32_t e = 0; e < rc->nexpand; e++) { /* what the recipe makes for itself must be away */
+        int32_t j = mp_rspace_group(sp, rc->expand[e], rc->step);
+        if (j < 0 || choice[j] < 0 || sp->cand[choice[j]].step <= rc->step) return false;
     }
     int32_t i = rc->group;
     for (int32_t k = off[i]; k < off[i + 1]; k++) {
@@ -151,9 +156,9 @@ static int greedy(const mp_rspace *sp, int64_t budget, const double *lp, double 
         for (int32_t k = 0; k < nch; k++) {
             int32_t i = sp->cand[chosen[k]].group;
             choice[i] = -1;
-            int64_t pk; /* a kept value is resident for every reader */
-            if (mp_rplan_peak(sp, &p, NULL, &pk, err)) goto done;
-            if (pk > budget) choice[i] = chosen[k];
+            int64_t pk; /* a kept value is resident for every reader, but a recipe may need it away */
+            mp_err broke;
+            if (mp_rplan_peak(sp, &p, NULL, &pk, &broke) || pk > budget) choice[i] = chosen[k];
         }
     }
     if (mp_rplan_peak(sp, &p, NULL, peak, err)) goto done;
@@ -169,6 +174,8 @@ done:
 }
 
 /* ---- the integer program ---- */
+
+#define SMALL_PROGRAM 2000 /* candidates: cuts (and the cover rows they need) pay off up to about this size */
 
 typedef struct ilp {
     const mp_rspace *sp;
@@ -191,6 +198,8 @@ typedef struct ilp {
     uint8_t *written;         /* nfront */
     int *prow;                /* cost mode: the phase rows, and the step of each (set_budget moves their bounds) */
     int32_t *pstep, nphase;
+    int *crow;                /* cost mode: the cover rows (add_cover_rows), and the step of each */
+    int32_t *cstep, ncover;
 } ilp;
 
 static int put(ilp *m, int row, int col, double v)
@@ -246,6 +255,44 @@ static int64_t peak_floor(const mp_rspace *sp, mp_err *err, bool *ok)
     }
     free(away);
     return lb;
+}
+
+/* The cuts need to see knapsacks: in cost mode, for the local peaks of the
+ * store-everything count above the budget (the largest excess first), the
+ * bytes away at step t written out over the candidates away then,
+ * sum bytes_c x_c >= base_live[t] - B. The running sums imply them; GLPK's
+ * cover and MIR cuts cannot find them there. At most MAX_COVER_NZ non-zeros. */
+#define MAX_COVER_NZ 200000
+static int add_cover_rows(ilp *m, int32_t *steps, int *ind, double *val)
+{
+    const mp_rspace *sp = m->sp;
+    int32_t nn = sp->rg->nnodes, ns = 0, nz = 0;
+    for (int32_t t = 0; t < nn; t++)
+        if (sp->base_live[t] > m->budget && (t == 0 || sp->base_live[t - 1] <= sp->base_live[t]) &&
+            (t + 1 == nn || sp->base_live[t + 1] < sp->base_live[t]))
+            steps[ns++] = t;
+    for (int32_t i = 1; i < ns; i++) /* larger excess first (insertion sort: local peaks are few) */
+        for (int32_t j = i; j > 0 && sp->base_live[steps[j - 1]] < sp->base_live[steps[j]]; j--) {
+            int32_t x = steps[j];
+            steps[j] = steps[j - 1], steps[j - 1] = x;
+        }
+    for (int32_t k = 0; k < ns; k++) {
+        int32_t t = steps[k], len = 0;
+        for (int32_t c = 0; c < sp->ncand; c++)
+            if (sp->gap_start[sp->cand[c].group] < t && t < sp->cand[c].step)
+                ind[++len] = c + 1, val[len] = (double)vbytes(sp, c) / m->unit;
+        if (nz + len > MAX_COVER_NZ) break;
+        nz += len;
+        int r = new_row(m, GLP_LO, (double)(sp->base_live[t] - m->budget) / m->unit, 0);
+        glp_set_mat_row(m->P, r, len, ind, val);
+        m->ncover = k + 1;
+    }
+    m->crow = malloc(((size_t)m->ncover + 1) * sizeof *m->crow);
+    m->cstep = malloc(((size_t)m->ncover + 1) * sizeof *m->cstep);
+    if (!m->crow || !m->cstep) return -1;
+    for (int32_t k = 0; k < m->ncover; k++)
+        m->crow[k] = glp_get_num_rows(m->P) - m->ncover + 1 + k, m->cstep[k] = steps[k];
+    return 0;
 }
 
 static int build_model(ilp *m, mp_err *err)
@@ -311,6 +358,15 @@ static int build_model(ilp *m, mp_err *err)
         for (int32_t c = sp->cand_off[i]; c < sp->cand_off[i + 1]; c++)
             if (put(m, r, c + 1, 1)) goto oom;
     }
+    /* what a recipe makes for itself is away at its step: x_c <= (its group's candidates after step(c)) */
+    for (int32_t c = 0; c < nc; c++)
+        for (int32_t e = 0; e < sp->cand[c].nexpand; e++) {
+            int32_t j = mp_rspace_group(sp, sp->cand[c].expand[e], sp->cand[c].step);
+            int r = new_row(m, GLP_UP, 0, 0);
+            if (put(m, r, c + 1, 1)) goto oom;
+            for (int32_t o = j >= 0 ? sp->cand_off[j] : 0; j >= 0 && o < sp->cand_off[j + 1]; o++)
+                if (sp->cand[o].step > sp->cand[c].step && put(m, r, o + 1, -1)) goto oom;
+        }
     /* frontier rows x_c + (v's candidates after step(c)) <= 1 are many and
      * seldom bind: they join the LP when its solution breaks them (add_front) */
     for (int32_t c = 0; c < nc; c++)
@@ -372,6 +428,14 @@ static int build_model(ilp *m, mp_err *err)
             if (m->peak_mode && put(m, r, m->bcol, -1)) goto oom;
         }
     glp_load_matrix(m->P, m->nz, m->ia, m->ja, m->ar);
+    if (!m->peak_mode && nc <= SMALL_PROGRAM) {
+        int *ind = malloc(((size_t)nc + 1) * sizeof *ind);
+        double *val = malloc(((size_t)nc + 1) * sizeof *val);
+        int32_t *steps = malloc(((size_t)nn + 1) * sizeof *steps);
+        bool ok = ind && val && steps && !add_cover_rows(m, steps, ind, val);
+        free(ind), free(val), free(steps);
+        if (!ok) goto oom;
+    }
     rc = 0;
     goto done;
 oom:
@@ -487,6 +551,8 @@ static void free_model(ilp *m)
     free(m->written);
     free(m->prow);
     free(m->pstep);
+    free(m->crow);
+    free(m->cstep);
     memset(m, 0, sizeof *m);
     glp_free_env(); /* GLPK keeps an environment per thread: give it back so leak checks stay clean */
 }
@@ -605,14 +671,17 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         iocp.out_frq = 1000;
         iocp.cb_func = on_tree;
         iocp.cb_info = &m;
-        bool small = sp->ncand <= 2000; /* on big programs the root's cut rounds cost more than they close */
+        bool small = sp->ncand <= SMALL_PROGRAM; /* on big programs the root's cut rounds cost more than they close */
         iocp.mir_cuts = small ? GLP_ON : GLP_OFF;
         iocp.cov_cuts = small ? GLP_ON : GLP_OFF;
         iocp.mip_gap = gap_limit > 0 ? gap_limit : 0; /* close enough: GLPK stops with the plan it has */
         double left = deadline - now();
         iocp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
-        glp_intopt(m.P, &iocp);
+        int ret = glp_intopt(m.P, &iocp);
         int ms = glp_mip_status(m.P);
+        if (ret == GLP_EMIPGAP) /* stopped within gap_limit of a bound the callback may not have seen */
+            m.bound = fmax(m.bound, (glp_mip_obj_val(m.P) - gap_limit * (fabs(glp_mip_obj_val(m.P)) + DBL_EPSILON)) /
+                                        m.oscale);
         if (ms == GLP_NOFEAS) {
             out->status = MP_RSOLVE_INFEASIBLE;
             rc = 0;
@@ -646,7 +715,7 @@ done:
 
 /* Cost mode: moves the budget of a model built for a lower one (which holds
  * every row that can bind at this one): the node bounds on D_t and the
- * phase rows' right-hand sides. */
+ * right-hand sides of the phase and cover rows. */
 static void set_budget(ilp *m, int64_t budget)
 {
     const mp_rspace *sp = m->sp;
@@ -655,6 +724,8 @@ static void set_budget(ilp *m, int64_t budget)
         if (m->dcol[t]) glp_set_col_bnds(m->P, m->dcol[t], GLP_LO, fmax(0, (double)sp->base_live[t] / u - B), 0);
     for (int32_t k = 0; k < m->nphase; k++)
         glp_set_row_bnds(m->P, m->prow[k], GLP_UP, 0, B - (double)sp->base_between[m->pstep[k]] / u);
+    for (int32_t k = 0; k < m->ncover; k++)
+        glp_set_row_bnds(m->P, m->crow[k], GLP_LO, (double)sp->base_live[m->cstep[k]] / u - B, 0);
     m->budget = budget;
 }
 
@@ -774,6 +845,19 @@ static int warm_start(const mp_rspace *sp, int64_t budget, bool peak_mode, const
 {
     if (greedy(sp, peak_mode ? 0 : budget, NULL, 0, plan, peak, err)) return -1;
     *ok = peak_mode || *peak <= budget;
+    if (!*ok) { /* the greedy stops short of the budget: aim it lower, by a growing step (near the least peak) */
+        int32_t *try = malloc(((size_t)sp->ndrop + 1) * sizeof *try);
+        if (!try) return mp_fail(err, "out of memory in the remat warm start");
+        int64_t step = (sp->base_peak - budget) / 64 + 1, pk;
+        for (int k = 0; k < 8 && !*ok && budget - step > 0 && now() < deadline; k++, step *= 2) {
+            if (greedy(sp, budget - step, NULL, 0, try, &pk, err)) {
+                free(try);
+                return -1;
+            }
+            if (pk <= budget) memcpy(plan, try, (size_t)sp->ndrop * sizeof *plan), *peak = pk, *ok = true;
+        }
+        free(try);
+    }
     if (peak_mode && *peak > sp->base_peak) { /* store everything does better */
         for (int32_t i = 0; i < sp->ndrop; i++) plan[i] = -1;
         *peak = sp->base_peak;

@@ -33,9 +33,10 @@ static int32_t back_at(const mp_rspace *sp, const mp_rplan *p, int32_t i)
     return i < 0 || p->choice[i] < 0 ? -1 : sp->cand[p->choice[i]].step;
 }
 
-/* Every choice is one of its group's candidates, and every recipe input that
+/* Every choice is one of its group's candidates, every recipe input that
  * may be away is kept or back by the recipe's step in the group holding that
- * step (same step: its recipe runs first, in producer order). */
+ * step (same step: its recipe runs first, in producer order), and every value
+ * a recipe makes for itself is away at its step. */
 static int check_plan(const mp_rspace *sp, const mp_rplan *p, mp_err *err)
 {
     if (!p || (sp->ndrop && !p->choice)) return mp_fail(err, "remat plan: no choices");
@@ -55,6 +56,13 @@ static int check_plan(const mp_rspace *sp, const mp_rplan *p, mp_err *err)
                 return mp_fail(err, "remat plan: recomputing value %d (output of '%s') before step %d needs value %d "
                                "(output of '%s'), which is not resident then (recomputed only before step %d)",
                                c->value, producer_name(sp->rg, c->value), c->step, x, producer_name(sp->rg, x), back);
+        }
+        for (int32_t e = 0; e < c->nexpand; e++) { /* a value its recipe makes again must be away then */
+            int32_t x = c->expand[e], back = back_at(sp, p, mp_rspace_group(sp, x, c->step));
+            if (back <= c->step)
+                return mp_fail(err, "remat plan: recomputing value %d (output of '%s') before step %d makes value %d "
+                               "(output of '%s') again, which is resident then", c->value,
+                               producer_name(sp->rg, c->value), c->step, x, producer_name(sp->rg, x));
         }
     }
     return 0;

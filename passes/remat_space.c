@@ -11,7 +11,8 @@
 
 mp_rspace_opts mp_rspace_defaults(void)
 {
-    return (mp_rspace_opts){.max_candidates = 6, .max_gaps = 4, .max_recipe = 64, .min_fraction = 0};
+    return (mp_rspace_opts){.max_candidates = 6, .max_gaps = 4, .max_recipe = 64, .min_fraction = 0,
+                            .expand_nodes = 1000};
 }
 
 static bool flag(const uint8_t *a, int32_t i) { return a && a[i]; }
@@ -41,7 +42,7 @@ static int cmp_i32(const void *a, const void *b)
 
 /* A candidate while the space is built: recipe and frontier as offsets into pools. */
 typedef struct tcand {
-    int32_t value, step, group, nrecipe, roff, nfront, foff;
+    int32_t value, step, group, nrecipe, roff, nfront, foff, expand; /* expand: the value made inside, -1 none */
     double cost;
     int64_t peak;
 } tcand;
@@ -53,6 +54,7 @@ typedef struct build {
     int32_t *use_off, *use;   /* CSR: sorted distinct steps reading each value */
     int32_t *node_mark, *val_mark, *dead_last; /* stamped scratch */
     int32_t stamp;
+    int32_t expand;           /* the value the recipe being built makes for itself although live at q, -1 none */
     ivec rec, front;          /* the recipe being built */
     ivec rpool, fpool;        /* recipes and frontiers of all candidates */
     tcand *tc;
@@ -74,6 +76,7 @@ void mp_rspace_free(mp_rspace *sp)
     if (sp->cand && sp->ncand) { /* recipes and frontiers live in two pools owned by the first candidate */
         free(sp->cand[0].recipe);
         free(sp->cand[0].front);
+        free(sp->cand[0].expand);
     }
     free(sp->cand);
     free(sp->cand_off);
@@ -287,6 +290,9 @@ static bool live_at(const mp_rspace *sp, int32_t x, int32_t q)
     return sp->rg->producer[x] < q && q <= sp->last_use[x];
 }
 
+/* Alive at q for the recipe being built: the value it makes for itself is not. */
+static bool live_for(const build *b, int32_t x, int32_t q) { return x != b->expand && live_at(b->sp, x, q); }
+
 /* R(w,q) into b->rec (node ids, increasing) and b->front; false when it is not offered. */
 static bool make_recipe(build *b, int32_t w, int32_t q)
 {
@@ -302,7 +308,7 @@ static bool make_recipe(build *b, int32_t w, int32_t q)
         for (int32_t k = rg->in_off[r]; k < rg->in_off[r + 1]; k++) {
             int32_t x = rg->in[k], px = rg->producer[x];
             if (px < 0) continue;
-            if (live_at(sp, x, q)) { /* the frontier: a plan constraint when x may be away at q */
+            if (live_for(b, x, q)) { /* the frontier: a plan constraint when x may be away at q */
                 if (b->val_mark[x] != s && mp_rspace_group(sp, x, q) >= 0) {
                     b->val_mark[x] = s;
                     if (!ivec_push(&b->front, x)) return false;
@@ -325,7 +331,7 @@ static bool make_recipe(build *b, int32_t w, int32_t q)
         int32_t r = b->rec.a[i];
         for (int32_t k = rg->out_off[r]; k < rg->out_off[r + 1]; k++) {
             int32_t y = rg->out[k];
-            if (y != w && live_at(sp, y, q) && !flag(rg->keep_to_end, y)) return false;
+            if (y != w && live_for(b, y, q) && !flag(rg->keep_to_end, y)) return false;
         }
     }
     return true;
@@ -341,7 +347,7 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q)
         int32_t r = b->rec.a[i];
         for (int32_t k = rg->in_off[r]; k < rg->in_off[r + 1]; k++) {
             int32_t x = rg->in[k];
-            if (rg->producer[x] >= 0 && !live_at(b->sp, x, q)) b->val_mark[x] = s, b->dead_last[x] = i;
+            if (rg->producer[x] >= 0 && !live_for(b, x, q)) b->val_mark[x] = s, b->dead_last[x] = i;
         }
     }
     int64_t cur = 0, peak = 0;
@@ -349,7 +355,7 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q)
         int32_t r = b->rec.a[i];
         for (int32_t k = rg->out_off[r]; k < rg->out_off[r + 1]; k++) {
             int32_t y = rg->out[k];
-            if (y == w || !live_at(b->sp, y, q)) cur += rg->bytes[y];
+            if (y == w || !live_for(b, y, q)) cur += rg->bytes[y];
         }
         if (cur > peak) peak = cur;
         for (int32_t k = rg->in_off[r]; k < rg->in_off[r + 1]; k++) {
@@ -358,7 +364,7 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q)
         }
         for (int32_t k = rg->out_off[r]; k < rg->out_off[r + 1]; k++) {
             int32_t y = rg->out[k];
-            if (y != w && !live_at(b->sp, y, q) && b->val_mark[y] != s) cur -= rg->bytes[y];
+            if (y != w && !live_for(b, y, q) && b->val_mark[y] != s) cur -= rg->bytes[y];
         }
     }
     return peak;
@@ -375,7 +381,7 @@ static int add_cand(build *b, int32_t w, int32_t q, int32_t group, mp_err *err)
     }
     tcand *c = &b->tc[b->ntc++];
     *c = (tcand){.value = w, .step = q, .group = group, .nrecipe = b->rec.n, .roff = b->rpool.n, .nfront = b->front.n,
-                 .foff = b->fpool.n, .peak = recipe_peak(b, w, q)};
+                 .foff = b->fpool.n, .expand = b->expand, .peak = recipe_peak(b, w, q)};
     for (int32_t i = 0; i < b->rec.n; i++) {
         c->cost += b->rg->cost ? b->rg->cost[b->rec.a[i]] : 0;
         if (!ivec_push(&b->rpool, b->rec.a[i])) return mp_fail(err, "out of memory building the remat space");
@@ -434,34 +440,50 @@ static int find_candidates(build *b, mp_err *err)
                     goto done;
                 }
             }
+            /* a second way: a frontier input that is away at step (its gap runs past it) made
+             * inside the recipe and freed after its read, as DTR does; these add no steps */
+            int32_t base = b->ntc - 1;
+            for (int32_t f = 0; f < b->tc[base].nfront && b->rg->nnodes <= b->o.expand_nodes; f++) {
+                int32_t v = b->fpool.a[b->tc[base].foff + f], g = mp_rspace_group(sp, v, step);
+                if (step >= sp->gap_end[g]) continue; /* node step reads v: it cannot be away */
+                b->expand = v;
+                bool ok = make_recipe(b, w, step) && b->rec.n > b->tc[base].nrecipe;
+                if (ok && add_cand(b, w, step, i, err)) goto done;
+                count[i] += ok;
+                b->expand = -1;
+            }
         }
     }
     /* lay the candidates out in drop order; recipes and frontiers stay in their pools */
     sp->ncand = b->ntc;
     sp->cand = calloc((size_t)b->ntc + 1, sizeof *sp->cand);
     int32_t *rp = malloc(((size_t)b->rpool.n + 1) * sizeof *rp), *fp = malloc(((size_t)b->fpool.n + 1) * sizeof *fp);
-    if (!sp->cand || !rp || !fp) {
+    int32_t *ep = malloc(((size_t)b->ntc + 1) * sizeof *ep);
+    if (!sp->cand || !rp || !fp || !ep) {
         free(rp);
         free(fp);
+        free(ep);
         mp_fail(err, "out of memory building the remat space");
         goto done;
     }
-    int32_t nc = 0, nr = 0, nf = 0;
+    int32_t nc = 0, nr = 0, nf = 0, ne = 0;
     for (int32_t i = 0; i < nd; i++) {
         sp->cand_off[i] = nc;
         for (int32_t k = first[i]; k < first[i] + count[i]; k++) {
             const tcand *t = &b->tc[k];
             mp_rcand *c = &sp->cand[nc++];
             *c = (mp_rcand){.value = t->value, .step = t->step, .group = t->group, .nrecipe = t->nrecipe, .recipe = rp + nr,
-                            .cost = t->cost, .recipe_peak = t->peak, .nfront = t->nfront, .front = fp + nf};
+                            .cost = t->cost, .recipe_peak = t->peak, .nfront = t->nfront, .front = fp + nf,
+                            .nexpand = t->expand >= 0, .expand = ep + ne};
+            if (t->expand >= 0) ep[ne++] = t->expand;
             memcpy(rp + nr, b->rpool.a + t->roff, (size_t)t->nrecipe * sizeof *rp);
             if (t->nfront) memcpy(fp + nf, b->fpool.a + t->foff, (size_t)t->nfront * sizeof *fp);
             nr += t->nrecipe, nf += t->nfront;
         }
     }
     sp->cand_off[nd] = nc;
-    if (nc) sp->cand[0].recipe = rp, sp->cand[0].front = fp; /* the pools' owners (nr, nf > 0 when nc > 0) */
-    else free(rp), free(fp);
+    if (nc) sp->cand[0].recipe = rp, sp->cand[0].front = fp, sp->cand[0].expand = ep; /* the pools' owners */
+    else free(rp), free(fp), free(ep);
     rc = 0;
 done:
     for (int32_t i = 0; Q && i < nd; i++) free(Q[i].a);
@@ -476,7 +498,7 @@ int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp,
 {
     memset(sp, 0, sizeof *sp);
     if (check_graph(rg, err)) return -1;
-    build b = {.rg = rg, .sp = sp, .o = o ? *o : mp_rspace_defaults()};
+    build b = {.rg = rg, .sp = sp, .o = o ? *o : mp_rspace_defaults(), .expand = -1};
     if (b.o.max_candidates < 1) b.o.max_candidates = 1;
     if (b.o.max_recipe < 1) b.o.max_recipe = 1;
     if (b.o.max_gaps < 1) b.o.max_gaps = 1;

@@ -306,7 +306,9 @@ START_TEST(oracle)
         for (int32_t k = 0; k < sp1.ncand; k++) { /* the same candidate, in the group of the same gap */
             const mp_rcand *c1 = &sp1.cand[k];
             int32_t g = mp_rspace_group(&sp, c1->value, c1->step), j = g < 0 ? sp.cand_off[sp.ndrop] : sp.cand_off[g];
-            while (j < sp.cand_off[g + 1] && sp.cand[j].step != c1->step) j++;
+            while (j < sp.cand_off[g + 1] && (sp.cand[j].step != c1->step || sp.cand[j].nexpand != c1->nexpand ||
+                                              (c1->nexpand && sp.cand[j].expand[0] != c1->expand[0])))
+                j++;
             ck_assert_msg(g >= 0 && j < sp.cand_off[g + 1], "seed %llu: candidate %d of the one-gap space is missing",
                           (unsigned long long)seed, k);
             ck_assert(sp.gap_start[g] == sp1.gap_start[c1->group] && sp.gap_end[g] == sp1.gap_end[c1->group]);
@@ -381,11 +383,13 @@ END_TEST
 /* a (10 B, node f0, cost 5) -> b (10 B, f1, cost 2) -> c (10 B, f2) -> loss,
  * then the backward reads c, b, a in reverse. Steps 0..6 = f0 f1 f2 loss bw2 bw1 bw0.
  * Store everything: live 10 20 30 31 32 22 12 (peak 32 at bw2). a's gap is
- * 1..6, b's 2..5, c has none. Candidates: b at 5 (recipe f1, reads a), a at 5
- * and at 6 (recipe f0). Dropping b: away at 3, 4 -> peak 30 at f2, cost 2.
- * Dropping a: away at 2.. -> peak 22 (bw2 or bw1), cost 5. Step 1 (a, b) is
- * 20 and bw1 (a, b, g2, g1) is 22 unless a is away, and a at 6 cannot join b
- * at 5 (b's recipe reads a): the least peak is 22. */
+ * 1..6, b's 2..5, c has none. Candidates: b at 5 (recipe f1, reads a), b at 5
+ * making a for itself (recipe f0 f1, a must be away), a at 5 and at 6 (recipe
+ * f0). Dropping b: away at 3, 4 -> peak 30 at f2, cost 2. Dropping a: away at
+ * 2.. -> peak 22 (bw2 or bw1), cost 5. Step 1 (a, b) is 20 and bw1 (a, b, g2,
+ * g1) is 22 unless a is away; a at 6 cannot join b at 5 (b's recipe reads a)
+ * unless b's recipe makes a again: then the phase before bw1 holds g2, a and b
+ * (21) and the least peak is 21, cost 12. */
 START_TEST(chain)
 {
     tgraph tg;
@@ -413,18 +417,20 @@ START_TEST(chain)
     ck_assert(sp.drop[0] == a && sp.drop[1] == b);
     ck_assert(sp.drop_index[a] == 0 && sp.drop_index[b] == 1 && sp.drop_index[c] == -1);
     ck_assert(sp.gap_start[0] == 1 && sp.gap_end[0] == 6 && sp.gap_start[1] == 2 && sp.gap_end[1] == 5);
-    ck_assert_int_eq(sp.ncand, 3);
+    ck_assert_int_eq(sp.ncand, 4);
     ck_assert(sp.cand[0].value == a && sp.cand[0].step == 5 && sp.cand[1].value == a && sp.cand[1].step == 6);
-    const mp_rcand *cb = &sp.cand[2];
-    ck_assert(sp.cand[0].group == 0 && sp.cand[1].group == 0 && cb->group == 1);
+    const mp_rcand *cb = &sp.cand[2], *cx = &sp.cand[3];
+    ck_assert(sp.cand[0].group == 0 && sp.cand[1].group == 0 && cb->group == 1 && cx->group == 1);
     ck_assert(cb->value == b && cb->step == 5 && cb->nrecipe == 1 && cb->recipe[0] == 1 && cb->cost == 2);
-    ck_assert(cb->nfront == 1 && cb->front[0] == a && cb->recipe_peak == 10);
+    ck_assert(cb->nfront == 1 && cb->front[0] == a && cb->recipe_peak == 10 && cb->nexpand == 0);
+    ck_assert(cx->value == b && cx->step == 5 && cx->nrecipe == 2 && cx->recipe[0] == 0 && cx->recipe[1] == 1);
+    ck_assert(cx->cost == 7 && cx->nfront == 0 && cx->nexpand == 1 && cx->expand[0] == a && cx->recipe_peak == 20);
 
     const struct {
         int64_t budget;
         double cost;
         int64_t peak;
-    } want[] = {{32, 0, 32}, {31, 2, 30}, {30, 2, 30}, {29, 5, 22}, {22, 5, 22}};
+    } want[] = {{32, 0, 32}, {31, 2, 30}, {30, 2, 30}, {29, 5, 22}, {22, 5, 22}, {21, 12, 21}};
     for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
         mp_rsolve_info info;
         ck_assert_double_eq(solve_checked(&rg, &sp, want[k].budget, &info), want[k].cost);
@@ -447,15 +453,29 @@ START_TEST(chain)
     p.choice[0] = 1, p.choice[1] = 2;
     ck_assert_int_eq(mp_rplan_emit(&sp, &p, &s, &err), -1);
     ck_assert_msg(strstr(err.msg, "needs value 0"), "%s", err.msg);
+    /* and one that makes a again while a is kept */
+    p.choice[0] = -1, p.choice[1] = 3;
+    ck_assert_int_eq(mp_rplan_emit(&sp, &p, &s, &err), -1);
+    ck_assert_msg(strstr(err.msg, "makes value 0 (output of"), "%s", err.msg);
+    /* a at 6 and b making a for itself at 5: a runs twice, once freed right after f1 reads it */
+    p.choice[0] = 1, p.choice[1] = 3;
+    ck_assert(!mp_rplan_emit(&sp, &p, &s, &err));
+    const int32_t twice[10] = {0, 1, 2, 3, 4, 0, 1, 5, 0, 6};
+    ck_assert_int_eq(s.n, 10);
+    for (int k = 0; k < 10; k++) ck_assert_int_eq(s.node[k], twice[k]);
+    mp_rcount cnt;
+    ck_assert(!mp_rsched_count(&rg, &s, &cnt, &err));
+    ck_assert(cnt.peak_bytes == 21 && cnt.recompute_cost == 12);
+    mp_rsched_free(&s);
     mp_rplan_free(&p);
 
     int64_t peak;
     ck_assert(!mp_remat_min_peak(&sp, &o, &peak, &p, &err));
-    ck_assert_int_eq(peak, 22);
+    ck_assert_int_eq(peak, 21);
     mp_rplan_free(&p);
 
     /* (5) below the least peak */
-    ck_assert(!mp_remat_solve(&sp, 21, &o, &p, &info, &err));
+    ck_assert(!mp_remat_solve(&sp, 20, &o, &p, &info, &err));
     ck_assert_int_eq(info.status, MP_RSOLVE_INFEASIBLE);
     mp_rplan_free(&p);
     mp_rspace_free(&sp);
