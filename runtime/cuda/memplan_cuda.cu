@@ -40,6 +40,62 @@ template <void (*F)(const mp_cu_args *, int64_t)> static void launch(const mp_cu
     if (a->n > 0) k_launch<F><<<(unsigned)((a->n + TPB - 1) / TPB), TPB>>>(*a);
 }
 
+/* The sum over the block of each thread's v, returned to every thread. */
+__device__ double block_sum(double v)
+{
+    __shared__ double part[256];
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    double s = part[0];
+    __syncthreads(); /* before the next call writes part */
+    return s;
+}
+
+/* Long sums with few outputs (bias gradients, per-channel statistics): a block
+ * per output, its threads striding over the summed elements. The same sums as
+ * the thread-per-output functions, in another order. */
+__global__ void k_reduce_block(mp_cu_args a)
+{
+    int64_t j = blockIdx.x;
+    double s = block_sum(mp_cu_reduce_part(&a, j, threadIdx.x, blockDim.x));
+    if (threadIdx.x == 0) mp_cu_reduce_store(&a, j, s);
+}
+
+__global__ void k_bn_stats_block(mp_cu_args a)
+{
+    int64_t c = blockIdx.x, t = threadIdx.x, nt = blockDim.x;
+    double mu = 0, var = 0, sx = 0, sd = 0;
+    if (mp_cu_bn_train(&a)) {
+        sx = block_sum(mp_cu_bn_part(&a, c, BN_SUM_X, 0, 0, t, nt));
+        mp_cu_bn_stats_of(&a, c, sx, 0, &mu, &var);
+        sd = block_sum(mp_cu_bn_part(&a, c, BN_SUM_DEV2, mu, 0, t, nt));
+    }
+    mp_cu_bn_stats_of(&a, c, sx, sd, &mu, &var);
+    if (a.p[BN_MODE] <= BN_FWD_INFER) {
+        if (t == 0) mp_cu_bn_fwd_finish(&a, c, mu, var);
+        return;
+    }
+    double rstd = 1 / sqrt(var + a.f[0]);
+    double sb = block_sum(mp_cu_bn_part(&a, c, BN_SUM_DY, mu, rstd, t, nt));
+    double ss = block_sum(mp_cu_bn_part(&a, c, BN_SUM_DY_XH, mu, rstd, t, nt));
+    if (t == 0) mp_cu_bn_grad_finish(&a, c, mu, rstd, sb, ss);
+}
+
+static void launch_reduce(const mp_cu_args *a)
+{
+    if (mp_cu_reduce_count(a) >= 4 * TPB && a->n < (1u << 31)) k_reduce_block<<<(unsigned)a->n, TPB>>>(*a);
+    else launch<k_reduce>(a);
+}
+
+static void launch_bn_stats(const mp_cu_args *a)
+{
+    if (a->n > 0) k_bn_stats_block<<<(unsigned)a->n, TPB>>>(*a);
+}
+
 typedef void (*launcher)(const mp_cu_args *a);
 
 /* The launcher of each runtime op; GEMM and constants are handled in gpu_run. */
@@ -50,13 +106,13 @@ static void init_launchers(void)
     launchers[MP_CU_FILL] = launch<k_fill>;
     launchers[MP_CU_COPY] = launch<k_copy>;
     launchers[MP_CU_MAP] = launch<k_map>;
-    launchers[MP_CU_REDUCE] = launch<k_reduce>;
+    launchers[MP_CU_REDUCE] = launch_reduce;
     launchers[MP_CU_SOFTMAX] = launch<k_softmax>;
     launchers[MP_CU_SCE_LOSS] = launch<k_sce_loss>;
     launchers[MP_CU_SCE_GRAD] = launch<k_sce_grad>;
     launchers[MP_CU_LN_ROWS] = launch<k_ln_rows>;
     launchers[MP_CU_LN_COLS] = launch<k_ln_cols>;
-    launchers[MP_CU_BN_STATS] = launch<k_bn_stats>;
+    launchers[MP_CU_BN_STATS] = launch_bn_stats;
     launchers[MP_CU_BN_APPLY] = launch<k_bn_apply>;
     launchers[MP_CU_CONV] = launch<k_conv>;
     launchers[MP_CU_CONV_DX] = launch<k_conv_dx>;

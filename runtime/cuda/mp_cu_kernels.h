@@ -90,9 +90,12 @@ MP_HD void k_fill(const mp_cu_args *a, int64_t i) { mp_cu_st(a->x[0], a->dt[0], 
 MP_HD void k_copy(const mp_cu_args *a, int64_t i)
 {
     int r = (int)a->p[0];
-    const int64_t *dims = a->p + 1;
-    int64_t s = a->p[1 + r] + mp_cu_at(r, dims, a->p + 2 + r, i);
-    int64_t d = a->p[2 + 2 * r] + mp_cu_at(r, dims, a->p + 3 + 2 * r, i);
+    const int64_t *dims = a->p + 1, *ss = a->p + 2 + r, *ds = a->p + 3 + 2 * r;
+    int64_t s = a->p[1 + r], d = a->p[2 + 2 * r];
+    for (int k = r - 1; k >= 0; k--) { /* one unflattening for both views */
+        int64_t q = i / dims[k], at = i - q * dims[k];
+        s += at * ss[k], d += at * ds[k], i = q;
+    }
     switch (mp_cu_esize(a->dt[0])) {
     case 1: ((unsigned char *)a->x[1])[d] = ((const unsigned char *)a->x[0])[s]; break;
     case 4: ((uint32_t *)a->x[1])[d] = ((const uint32_t *)a->x[0])[s]; break;
@@ -167,28 +170,43 @@ MP_HD double mp_cu_fn(int fn, double u, double v, double w, const double *f)
 MP_HD void k_map(const mp_cu_args *a, int64_t i)
 {
     int nin = (int)a->p[1], r = (int)a->p[2];
-    const int64_t *dims = a->p + 3;
-    double v[3] = {0, 0, 0};
-    for (int k = 0; k < nin; k++) {
-        const int64_t *s = a->p + 3 + r + k * (r + 1);
-        v[k] = mp_cu_ld(a->x[k], a->dt[k], s[0] + mp_cu_at(r, dims, s + 1, i));
+    const int64_t *dims = a->p + 3, *view = a->p + 3 + r;
+    int64_t off[3] = {0, 0, 0}, rem = i;
+    for (int k = 0; k < nin; k++) off[k] = view[k * (r + 1)];
+    for (int d = r - 1; d >= 0; d--) { /* one unflattening for every input */
+        int64_t q = rem / dims[d], at = rem - q * dims[d];
+        for (int k = 0; k < nin; k++) off[k] += at * view[k * (r + 1) + 1 + d];
+        rem = q;
     }
+    double v[3] = {0, 0, 0};
+    for (int k = 0; k < nin; k++) v[k] = mp_cu_ld(a->x[k], a->dt[k], off[k]);
     mp_cu_st(a->x[nin], a->dt[nin], i, mp_cu_fn((int)a->p[0], v[0], v[1], v[2], a->f));
 }
 
 /* ---- MP_CU_REDUCE: out[j] = f0 * sum_k in[A(j) + B(k)] / f1 ------------------------ */
 
-/* p: ra, dims[ra], strides[ra], offset, rb, dims[rb], strides[rb], count */
-MP_HD void k_reduce(const mp_cu_args *a, int64_t j)
+/* p: ra, dims[ra], strides[ra], offset, rb, dims[rb], strides[rb], count.
+ * The sum for output j over k = k0, k0 + step, ... (the GPU splits long sums over a block). */
+MP_HD double mp_cu_reduce_part(const mp_cu_args *a, int64_t j, int64_t k0, int64_t step)
 {
     int ra = (int)a->p[0];
     const int64_t *b = a->p + 2 + 2 * ra;
     int rb = (int)b[0];
     int64_t base = a->p[1 + 2 * ra] + mp_cu_at(ra, a->p + 1, a->p + 1 + ra, j), cnt = b[1 + 2 * rb];
     double s = 0;
-    for (int64_t k = 0; k < cnt; k++) s += mp_cu_ld(a->x[0], a->dt[0], base + mp_cu_at(rb, b + 1, b + 1 + rb, k));
-    mp_cu_st(a->x[1], a->dt[1], j, a->f[0] * s / a->f[1]);
+    for (int64_t k = k0; k < cnt; k += step) s += mp_cu_ld(a->x[0], a->dt[0], base + mp_cu_at(rb, b + 1, b + 1 + rb, k));
+    return s;
 }
+
+MP_HD int64_t mp_cu_reduce_count(const mp_cu_args *a)
+{
+    const int64_t *b = a->p + 2 + 2 * a->p[0];
+    return b[1 + 2 * b[0]];
+}
+
+MP_HD void mp_cu_reduce_store(const mp_cu_args *a, int64_t j, double s) { mp_cu_st(a->x[1], a->dt[1], j, a->f[0] * s / a->f[1]); }
+
+MP_HD void k_reduce(const mp_cu_args *a, int64_t j) { mp_cu_reduce_store(a, j, mp_cu_reduce_part(a, j, 0, 1)); }
 
 /* ---- MP_CU_GEMM on the host (the GPU uses cuBLAS) ------------------------------- */
 
@@ -341,44 +359,72 @@ enum { BN_FWD_TRAIN = 0, BN_FWD_INFER, BN_GRAD_TRAIN, BN_GRAD_INFER };
  *   workspace x7 gets (mean, var) per channel. f0 epsilon, f1 momentum.
  * mode GRAD_*: dY x0, X x1, running mean x2, var x3 -> dScale x4, dBias x5;
  *   workspace x7 gets (mean, rstd, sum dY, sum dY xh) per channel. */
-MP_HD void k_bn_stats(const mp_cu_args *a, int64_t c)
+enum { BN_SUM_X = 0, BN_SUM_DEV2, BN_SUM_DY, BN_SUM_DY_XH };
+
+MP_HD int mp_cu_bn_train(const mp_cu_args *a) { return a->p[BN_MODE] == BN_FWD_TRAIN || a->p[BN_MODE] == BN_GRAD_TRAIN; }
+
+/* One of channel c's sums over the elements e = e0, e0 + step, ... of its N x S (in the CPU's order when step is 1). */
+MP_HD double mp_cu_bn_part(const mp_cu_args *a, int64_t c, int what, double mu, double rstd, int64_t e0, int64_t step)
 {
-    int64_t N = a->p[BN_N], C = a->p[BN_C], S = a->p[BN_S], mode = a->p[BN_MODE];
-    const float *x = (const float *)a->x[mode >= BN_GRAD_TRAIN ? 1 : 0];
-    double *ws = (double *)a->x[7], cnt = (double)(N * S), mu = 0, var = 0;
-    int train = mode == BN_FWD_TRAIN || mode == BN_GRAD_TRAIN;
-    if (train) {
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t s = 0; s < S; s++) mu += x[(n * C + c) * S + s];
-        mu = cnt ? mu / cnt : 0;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t s = 0; s < S; s++) {
-                double d = x[(n * C + c) * S + s] - mu;
-                var += d * d;
-            }
-        var = cnt ? var / cnt : 0;
+    int64_t C = a->p[BN_C], S = a->p[BN_S], cnt = a->p[BN_N] * S;
+    const float *x = (const float *)a->x[a->p[BN_MODE] >= BN_GRAD_TRAIN ? 1 : 0], *dy = (const float *)a->x[0];
+    double s = 0;
+    for (int64_t e = e0; e < cnt; e += step) {
+        int64_t i = (e / S * C + c) * S + e % S;
+        double d = x[i] - mu;
+        s += what == BN_SUM_X ? x[i] : what == BN_SUM_DEV2 ? d * d : what == BN_SUM_DY ? dy[i] : dy[i] * d * rstd;
     }
-    if (mode <= BN_FWD_INFER) {
-        double rm = ((const float *)a->x[1])[c], rv = ((const float *)a->x[2])[c], mom = a->f[1];
-        if (!train) mu = rm, var = rv;
-        if (train && a->x[3]) ((float *)a->x[3])[c] = (float)(rm * mom + mu * (1 - mom));
-        if (train && a->x[4]) ((float *)a->x[4])[c] = (float)(rv * mom + var * (1 - mom));
-        if (a->x[5]) ((float *)a->x[5])[c] = (float)mu;
-        if (a->x[6]) ((float *)a->x[6])[c] = (float)var;
-        ws[2 * c] = mu, ws[2 * c + 1] = var;
-        return;
+    return s;
+}
+
+/* The statistics channel c normalizes with: the batch's (train; sums given) or the running ones. */
+MP_HD void mp_cu_bn_stats_of(const mp_cu_args *a, int64_t c, double sum_x, double sum_dev2, double *mu, double *var)
+{
+    double cnt = (double)(a->p[BN_N] * a->p[BN_S]);
+    int grad = a->p[BN_MODE] >= BN_GRAD_TRAIN;
+    if (mp_cu_bn_train(a)) {
+        *mu = cnt ? sum_x / cnt : 0, *var = cnt ? sum_dev2 / cnt : 0;
+    } else {
+        *mu = ((const float *)a->x[grad ? 2 : 1])[c], *var = ((const float *)a->x[grad ? 3 : 2])[c];
     }
-    if (!train) mu = ((const float *)a->x[2])[c], var = ((const float *)a->x[3])[c];
-    const float *dy = (const float *)a->x[0];
-    double rstd = 1 / sqrt(var + a->f[0]), sb = 0, ss = 0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t s = 0; s < S; s++) {
-            int64_t i = (n * C + c) * S + s;
-            sb += dy[i], ss += dy[i] * ((x[i] - mu) * rstd);
-        }
+}
+
+MP_HD void mp_cu_bn_fwd_finish(const mp_cu_args *a, int64_t c, double mu, double var)
+{
+    double rm = ((const float *)a->x[1])[c], rv = ((const float *)a->x[2])[c], mom = a->f[1];
+    double *ws = (double *)a->x[7];
+    if (mp_cu_bn_train(a) && a->x[3]) ((float *)a->x[3])[c] = (float)(rm * mom + mu * (1 - mom));
+    if (mp_cu_bn_train(a) && a->x[4]) ((float *)a->x[4])[c] = (float)(rv * mom + var * (1 - mom));
+    if (a->x[5]) ((float *)a->x[5])[c] = (float)mu;
+    if (a->x[6]) ((float *)a->x[6])[c] = (float)var;
+    ws[2 * c] = mu, ws[2 * c + 1] = var;
+}
+
+MP_HD void mp_cu_bn_grad_finish(const mp_cu_args *a, int64_t c, double mu, double rstd, double sb, double ss)
+{
+    double *ws = (double *)a->x[7];
     if (a->x[4]) ((float *)a->x[4])[c] = (float)ss;
     if (a->x[5]) ((float *)a->x[5])[c] = (float)sb;
     ws[4 * c] = mu, ws[4 * c + 1] = rstd, ws[4 * c + 2] = sb, ws[4 * c + 3] = ss;
+}
+
+/* A thread per channel (the GPU runs a block per channel instead: memplan_cuda.cu). */
+MP_HD void k_bn_stats(const mp_cu_args *a, int64_t c)
+{
+    double mu = 0, var = 0, sx = 0, sd = 0;
+    if (mp_cu_bn_train(a)) {
+        sx = mp_cu_bn_part(a, c, BN_SUM_X, 0, 0, 0, 1);
+        mp_cu_bn_stats_of(a, c, sx, 0, &mu, &var);
+        sd = mp_cu_bn_part(a, c, BN_SUM_DEV2, mu, 0, 0, 1);
+    }
+    mp_cu_bn_stats_of(a, c, sx, sd, &mu, &var);
+    if (a->p[BN_MODE] <= BN_FWD_INFER) {
+        mp_cu_bn_fwd_finish(a, c, mu, var);
+        return;
+    }
+    double rstd = 1 / sqrt(var + a->f[0]);
+    mp_cu_bn_grad_finish(a, c, mu, rstd, mp_cu_bn_part(a, c, BN_SUM_DY, mu, rstd, 0, 1),
+                         mp_cu_bn_part(a, c, BN_SUM_DY_XH, mu, rstd, 0, 1));
 }
 
 /* mode FWD_*: X x0, scale x1, bias x2, workspace x3 -> Y x4;
