@@ -117,7 +117,7 @@ def conv(d):
     except OSError: m = None
     return f'{m[1]}/{m[2]}' if m else '-'
 bad = False
-print(f"\n| case | loss first -> last | step s | arena MiB | lower bound MiB | cudaMemGetInfo MiB | conv cuDNN/direct | vs CPU |")
+print(f"\n| case | loss first -> last | step s | arena MiB | planned peak (live bytes) MiB | cudaMemGetInfo of the arena MiB | conv cuDNN/direct | vs CPU |")
 print("|---|---|---|---|---|---|---|---|")
 for name, model, args, small in cases:
     d = os.path.join(root, name); g = load(os.path.join(d, 'gpu.json'))
@@ -141,7 +141,7 @@ sys.exit(1 if bad else 0)
 PY
     if [ "${EAGER:-1}" = 1 ] && python3 -c 'import torch, torchvision' 2>/dev/null; then
         say "== PyTorch eager, fp32 (no TF32), the same batches: median step of $STEPS after a warm-up"
-        timeout 180 python3 - "$STEPS" <<'PY' || say "  eager reference failed"
+        timeout 90 python3 - "$STEPS" <<'PY' || say "  eager reference failed"
 import sys, time, torch, torchvision
 torch.backends.cuda.matmul.allow_tf32 = False; torch.backends.cudnn.allow_tf32 = False
 steps = int(sys.argv[1]); dev = 'cuda'
