@@ -85,6 +85,95 @@ __global__ void k_bn_stats_block(mp_cu_args a)
     if (t == 0) mp_cu_bn_grad_finish(&a, c, mu, rstd, sb, ss);
 }
 
+__device__ double block_max(double v)
+{
+    __shared__ double part[256];
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] = fmax(part[threadIdx.x], part[threadIdx.x + w]);
+        __syncthreads();
+    }
+    double m = part[0];
+    __syncthreads();
+    return m;
+}
+
+/* k_softmax with a block per row (long rows: attention, the loss's classes). */
+__global__ void k_softmax_block(mp_cu_args a)
+{
+    int64_t r = blockIdx.x, d = a.p[1], inner = a.p[2], base = (r / inner) * d * inner + r % inner;
+    const float *x = (const float *)a.x[0];
+    if (a.p[3] == 2) {
+        const float *y = (const float *)a.x[1];
+        float *dx = (float *)a.x[2];
+        double dot = 0;
+        for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dot += (double)x[base + j * inner] * y[base + j * inner];
+        dot = block_sum(dot);
+        for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+            dx[base + j * inner] = (float)(y[base + j * inner] * (x[base + j * inner] - dot));
+        return;
+    }
+    float *y = (float *)a.x[1];
+    double m = -INFINITY, s = 0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) m = fmax(m, (double)x[base + j * inner]);
+    m = block_max(m);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += exp(x[base + j * inner] - m);
+    s = block_sum(s);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+        double e = x[base + j * inner] - m;
+        y[base + j * inner] = (float)(a.p[3] == 1 ? e - log(s) : exp(e) / s);
+    }
+}
+
+/* k_ln_rows with a block per row. */
+__global__ void k_ln_rows_block(mp_cu_args a)
+{
+    int64_t r = blockIdx.x, n = a.p[1], b = r * n;
+    const float *x = (const float *)a.x[a.p[2] ? 1 : 0];
+    double mu = 0, var = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mu += x[b + j];
+    mu = block_sum(mu) / (double)n;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) var += (x[b + j] - mu) * (x[b + j] - mu);
+    double rstd = 1 / sqrt(block_sum(var) / (double)n + a.f[0]);
+    if (a.p[2] == 0) {
+        const float *sc = (const float *)a.x[1], *bi = (const float *)a.x[2];
+        float *y = (float *)a.x[3];
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) y[b + j] = (float)((x[b + j] - mu) * rstd * sc[j] + (bi ? bi[j] : 0));
+        if (threadIdx.x == 0 && a.x[4]) ((float *)a.x[4])[r] = (float)mu;
+        if (threadIdx.x == 0 && a.x[5]) ((float *)a.x[5])[r] = (float)rstd;
+        return;
+    }
+    const float *dy = (const float *)a.x[0], *sc = (const float *)a.x[2];
+    float *dx = (float *)a.x[3];
+    double m1 = 0, m2 = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        double xh = (x[b + j] - mu) * rstd, dxh = (double)dy[b + j] * sc[j];
+        m1 += dxh, m2 += dxh * xh;
+    }
+    m1 = block_sum(m1) / (double)n, m2 = block_sum(m2) / (double)n;
+    for (int64_t j = threadIdx.x; dx && j < n; j += blockDim.x) {
+        double xh = (x[b + j] - mu) * rstd, dxh = (double)dy[b + j] * sc[j];
+        dx[b + j] = (float)(rstd * (dxh - m1 - xh * m2));
+    }
+    if (threadIdx.x == 0) ((double *)a.x[4])[2 * r] = mu, ((double *)a.x[4])[2 * r + 1] = rstd;
+}
+
+/* Rows of at least this many elements get a block each. */
+static const int64_t LONG_ROW = 128;
+
+static void launch_softmax(const mp_cu_args *a)
+{
+    if (a->p[1] >= LONG_ROW && a->n < (1u << 31)) k_softmax_block<<<(unsigned)a->n, TPB>>>(*a);
+    else launch<k_softmax>(a);
+}
+
+static void launch_ln_rows(const mp_cu_args *a)
+{
+    if (a->p[1] >= LONG_ROW && a->n < (1u << 31)) k_ln_rows_block<<<(unsigned)a->n, TPB>>>(*a);
+    else launch<k_ln_rows>(a);
+}
+
 static void launch_reduce(const mp_cu_args *a)
 {
     if (mp_cu_reduce_count(a) >= 4 * TPB && a->n < (1u << 31)) k_reduce_block<<<(unsigned)a->n, TPB>>>(*a);
@@ -107,10 +196,10 @@ static void init_launchers(void)
     launchers[MP_CU_COPY] = launch<k_copy>;
     launchers[MP_CU_MAP] = launch<k_map>;
     launchers[MP_CU_REDUCE] = launch_reduce;
-    launchers[MP_CU_SOFTMAX] = launch<k_softmax>;
+    launchers[MP_CU_SOFTMAX] = launch_softmax;
     launchers[MP_CU_SCE_LOSS] = launch<k_sce_loss>;
     launchers[MP_CU_SCE_GRAD] = launch<k_sce_grad>;
-    launchers[MP_CU_LN_ROWS] = launch<k_ln_rows>;
+    launchers[MP_CU_LN_ROWS] = launch_ln_rows;
     launchers[MP_CU_LN_COLS] = launch<k_ln_cols>;
     launchers[MP_CU_BN_STATS] = launch_bn_stats;
     launchers[MP_CU_BN_APPLY] = launch<k_bn_apply>;
