@@ -8,7 +8,8 @@
 #   scripts/gpu-check.sh [all] [DIR]     both, on a machine that has memplan's build dependencies and a GPU
 #
 # DIR defaults to build-gpucheck (git-ignored: on a device lease, `run` needs it carried). The cases:
-#   mlp, cnn_bn (a rematerialized plan), gpt_decoder: small; their GPU losses must match the CPU
+#   mlp, cnn_bn (a rematerialized plan), gpt_decoder (rows long enough for the GPU's block-per-row
+#     softmax and LayerNorm): small; their GPU losses must match the CPU
 #     backend's (memplan-run --random-weights, the same seeded weights and data) to 1e-4 relative
 #     (fp32 without TF32; sums in other orders, atomics in GatherGrad), cnn_bn also on the direct
 #     convolution kernels (MP_CU_NO_CUDNN=1);
@@ -35,7 +36,7 @@ say() { printf '%s\n' "$*"; }
 # name | model | memplan args | small (compare with the CPU backend)
 CASES="mlp|$ROOT/models/mlp.onnx|--batch 64 --budget 1GB|1
 cnn_bn|$ROOT/models/cnn_bn.onnx|--batch 16 --budget 80%|1
-gpt_decoder|$ROOT/models/gpt_decoder.onnx|--batch 8 --dim sequence=64 --budget 1GB|1
+gpt_decoder|$ROOT/models/gpt_decoder.onnx|--batch 8 --dim sequence=128 --budget 1GB|1
 gpt2_124m|$ROOT/models/gpt2_124m.onnx|--batch 4 --dim sequence=1024 --budget 100GB --gpu h200|0
 gpt2_124m_half|$ROOT/models/gpt2_124m.onnx|--batch 4 --dim sequence=1024 --budget 50% --gpu h200|0
 resnet50|$SHARED/models/torch/resnet50_train.onnx|--batch 32 --budget 100GB --gpu h200|0"

@@ -159,8 +159,8 @@ __global__ void k_ln_rows_block(mp_cu_args a)
     if (threadIdx.x == 0) ((double *)a.x[4])[2 * r] = mu, ((double *)a.x[4])[2 * r + 1] = rstd;
 }
 
-/* Rows of at least this many elements get a block each. */
-static const int64_t LONG_ROW = 128;
+/* Rows of at least this many elements get a block each (64: gpu-check's gpt_decoder, d_model 64, runs them too). */
+static const int64_t LONG_ROW = 64;
 
 static void launch_softmax(const mp_cu_args *a)
 {
