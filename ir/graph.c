@@ -417,7 +417,8 @@ void mp_tensor_set_f64(mp_tensor *t, int64_t i, double v)
         float f = (float)v;
         uint32_t b;
         memcpy(&b, &f, 4);
-        b += 0x7fff + ((b >> 16) & 1); /* round to nearest even */
+        if (f != f) b = (b & 0x80000000u) | 0x7fc00000u; /* NaN stays a (quiet) NaN: rounding could carry it to inf */
+        else b += 0x7fff + ((b >> 16) & 1);             /* round to nearest even */
         ((uint16_t *)p)[i] = (uint16_t)(b >> 16);
         break;
     }

@@ -55,10 +55,31 @@ static int64_t index_bound(const mp_graph *g, int32_t id, int64_t bound, int dep
     return bound;
 }
 
+/* The fan-in of a weight, from the node that reads it: MatMul's B [.., K, N]
+ * and Gemm's B ([K, N], or [N, K] with transB) reduce over K; otherwise the
+ * first axis is the output one, as in PyTorch's Linear [out, in] and Conv
+ * [out, in/groups, k..] (0 when the value is not a matrix or filter). */
+static int64_t fan_in(const mp_graph *g, int32_t id)
+{
+    const mp_value *v = &g->values[id];
+    if (v->rank < 2 || v->dims[0].v <= 0) return 0;
+    int64_t numel = 1;
+    for (int i = 0; i < v->rank; i++) numel *= v->dims[i].v > 0 ? v->dims[i].v : 1;
+    for (int32_t c = 0; c < v->ncons; c++) {
+        const mp_node *n = &g->nodes[v->cons[c]];
+        if (n->nin < 2 || n->in[1] != id) continue;
+        if (!strcmp(n->op_type, "MatMul")) return v->dims[v->rank - 2].v;
+        if (!strcmp(n->op_type, "Gemm") && v->rank == 2) return v->dims[mp_attr_int(n, "transB", 0) ? 1 : 0].v;
+    }
+    return numel / v->dims[0].v;
+}
+
 /* Seeded contents, from the value's name: the same name gets the same bits in
  * every step built from the model, whatever its value id. A ".master" copy
- * gets its parameter's values (in fp32). Integers lie in [0, ibound). */
-static void fill_seeded(mp_tensor *t, const mp_value *v, uint64_t seed, int64_t ibound)
+ * gets its parameter's values (in fp32). Matrices and filters lie in
+ * ±1/sqrt(fan), PyTorch's default bound, so deep models keep sane
+ * activations; other floats in ±0.1; integers in [0, ibound). */
+static void fill_seeded(mp_tensor *t, const mp_value *v, uint64_t seed, int64_t fan, int64_t ibound)
 {
     char base[512];
     snprintf(base, sizeof base, "%s", v->name);
@@ -67,14 +88,7 @@ static void fill_seeded(mp_tensor *t, const mp_value *v, uint64_t seed, int64_t 
     if (master) base[n - 7] = 0;
     if (v->role == MP_ROLE_OPT_STATE && !master) return; /* moments start at zero */
     uint64_t r = mp_plan_fnv1a(MP_PLAN_FNV_INIT, base, strlen(base)) ^ seed;
-    /* A matrix or filter gets PyTorch's default bound 1/sqrt(fan-in), so deep
-     * models keep sane activations; the fan-in is the product of all axes but
-     * the longer of the first and last (the output axis, in either layout). */
-    double bound = 0.1;
-    if ((v->role == MP_ROLE_PARAM || master) && t->rank >= 2 && t->numel > 0) {
-        int64_t out = t->dims[0] > t->dims[t->rank - 1] ? t->dims[0] : t->dims[t->rank - 1];
-        bound = 1.0 / sqrt((double)(t->numel / (out ? out : 1)));
-    }
+    double bound = (v->role == MP_ROLE_PARAM || master) && fan > 0 ? 1.0 / sqrt((double)fan) : 0.1;
     for (int64_t i = 0; i < t->numel; i++) {
         double u = (double)rng_next(&r) / 9007199254740992.0;
         if (mp_dtype_is_float(t->dtype)) mp_tensor_set_f64(t, i, bound * (2 * u - 1));
@@ -115,7 +129,13 @@ int mp_plan_bind_inputs(mp_exec *x, mp_graph *g, void *arena, const int64_t *off
         } else if (src && src->data && src->numel == t->numel && src->dtype == t->dtype) {
             memcpy(t->data, src->data, (size_t)val->bytes);
         } else {
-            fill_seeded(t, val, seed, index_bound(g, v, 10, 0));
+            /* a master copy is seeded as its working copy, which the GEMM reads */
+            size_t len = strlen(val->name);
+            char base[512];
+            snprintf(base, sizeof base, "%.*s", len > 7 && !strcmp(val->name + len - 7, ".master") ? (int)len - 7 : (int)len,
+                     val->name);
+            int32_t w = mp_graph_find(g, base);
+            fill_seeded(t, val, seed, fan_in(g, w >= 0 ? w : v), index_bound(g, v, 10, 0));
         }
         if (mp_exec_bind(x, v, t, err)) goto done;
     }

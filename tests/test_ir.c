@@ -1,5 +1,6 @@
 /* test_ir.c - the IR: names, symbols, dtypes, links. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,30 @@ START_TEST(dtype_bytes_round_and_overflow)
 }
 END_TEST
 
+/* bf16 stores round to nearest even, and every NaN stays a NaN (a NaN with a
+ * full low mantissa would carry into the sign: 0x7fffffff -> 0x8000, -0). */
+START_TEST(bf16_store_rounds_and_keeps_nan)
+{
+    mp_arena *a = mp_arena_new();
+    mp_tensor *t = mp_tensor_new(a, MP_BFLOAT16, 1, (int64_t[]){4});
+    uint32_t bits = 0x7fffffffu, neg = 0xffffffffu;
+    float nan1, nan2;
+    memcpy(&nan1, &bits, 4);
+    memcpy(&nan2, &neg, 4);
+    mp_tensor_set_f64(t, 0, nan1);
+    mp_tensor_set_f64(t, 1, nan2);
+    mp_tensor_set_f64(t, 2, 1.0 + 1.0 / 256);       /* a tie: to the even 1.0 */
+    mp_tensor_set_f64(t, 3, 1.0 + 3.0 / 256);       /* a tie: to the even 1 + 4/256 */
+    const uint16_t *h = t->data;
+    ck_assert_msg((h[0] & 0x7f80) == 0x7f80 && (h[0] & 0x7f), "bf16 of NaN is 0x%04x", h[0]);
+    ck_assert_msg((h[1] & 0x7f80) == 0x7f80 && (h[1] & 0x7f), "bf16 of -NaN is 0x%04x", h[1]);
+    ck_assert_uint_eq(h[2], 0x3f80);
+    ck_assert_uint_eq(h[3], 0x3f82);
+    ck_assert(isnan(mp_tensor_get_f64(t, 0)));
+    mp_arena_free(a);
+}
+END_TEST
+
 START_TEST(link_rejects_two_producers)
 {
     mp_graph *g = mp_graph_new(NULL);
@@ -67,6 +92,7 @@ int main(void)
     tcase_add_test(tc, symbols_bind_and_resolve);
     tcase_add_test(tc, dtype_bytes_round_and_overflow);
     tcase_add_test(tc, link_rejects_two_producers);
+    tcase_add_test(tc, bf16_store_rounds_and_keeps_nan);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
