@@ -130,7 +130,7 @@ static mp_cu_instr *emit(cg *c, int op, int64_t n)
     memset(I, 0, sizeof *I);
     I->op = op, I->node = c->step, I->n = n;
     for (int k = 0; k < MP_CU_NT; k++) I->t[k] = -1;
-    I->f[1] = 1; /* MP_FN_SCALE's and MP_CU_REDUCE's divisor */
+    I->f[1] = 1; /* MP_FN_SCALE's and MP_CU_REDUCE's divisor (other kernels set their own) */
     return I;
 }
 
@@ -832,6 +832,42 @@ static const char *lower_optim(cg *c, const mp_node *n)
     return NULL;
 }
 
+/* Adafactor in phases (runtime/cuda/mp_cu_kernels.h k_adafactor), in place on the outputs. */
+static const char *lower_adafactor(cg *c, const mp_node *n)
+{
+    bool factored = n->nin == 4;
+    if ((n->nin != 3 && n->nin != 4) || n->nout != n->nin - 1) return "operands other than (param, grad, moments) -> (param', moments')";
+    const char *e = plain_f32(c, n);
+    for (int i = 0; i < n->nin; i++)
+        if (!e && (n->in[i] < 0 || !is_f32(c, n->in[i]))) e = "operands other than float32";
+    for (int i = 0; !e && i < n->nout; i++) e = copy_value(c, n->in[i ? i + 1 : 0], n->out[i]);
+    int32_t prm = n->in[0];
+    int r = V(c, prm)->rank;
+    int64_t total = numel(c, prm), R = 1, C = total, B = 1;
+    if (e || !total) return e;
+    if (factored) {
+        if (r < 2) return "factored moments of a parameter of rank < 2";
+        R = dim(c, prm, r - 2), C = dim(c, prm, r - 1), B = (R * C) != 0 ? total / (R * C) : 0;
+        if (numel(c, n->in[2]) != B * R || numel(c, n->in[3]) != B * C) return "moments that do not match the parameter";
+    } else if (numel(c, n->in[2]) != total) {
+        return "a second moment that does not match the parameter";
+    }
+    need_ws(c, (1 + B + B * R) * (int64_t)sizeof(double));
+    static const int factored_phases[] = {AF_ROWS, AF_COLS, AF_RMEAN, AF_SQ, AF_APPLY}, plain_phases[] = {AF_SQ, AF_APPLY};
+    const int *ph = factored ? factored_phases : plain_phases;
+    for (int k = 0; k < (factored ? 5 : 2); k++) {
+        int64_t threads = ph[k] == AF_ROWS ? B * R : ph[k] == AF_COLS ? B * C : ph[k] == AF_RMEAN ? B : ph[k] == AF_SQ ? 1 : total;
+        EMIT(I, MP_CU_ADAFACTOR, threads);
+        I->p[AF_PHASE] = ph[k], I->p[AF_B] = B, I->p[AF_R] = R, I->p[AF_C] = C, I->p[AF_FACTORED] = factored;
+        I->p[AF_NUMEL] = total;
+        I->f[0] = mp_attr_float(n, "lr", 1e-2f), I->f[1] = mp_attr_float(n, "beta2", 0.999f);
+        I->f[2] = 1.0 / mp_attr_float(n, "loss_scale", 1.0f);
+        I->t[0] = T(c, n->out[0]), I->t[1] = T(c, n->in[1]), I->t[2] = T(c, n->out[1]);
+        I->t[3] = factored ? T(c, n->out[2]) : -1, I->t[7] = MP_CU_WS;
+    }
+    return NULL;
+}
+
 /* ---- the op table ---------------------------------------------------------------------------------- */
 
 static const struct {
@@ -850,7 +886,7 @@ static const struct {
     {"BatchNormalizationGrad", lower_batch_norm}, {"Conv", lower_conv}, {"ConvGrad", lower_conv},
     {"MaxPool", lower_pool}, {"AveragePool", lower_pool}, {"MaxPoolGrad", lower_pool},
     {"AveragePoolGrad", lower_pool}, {"Dropout", lower_dropout}, {"AdamUpdate", lower_optim},
-    {"SGDUpdate", lower_optim}, {"MomentumUpdate", lower_optim},
+    {"SGDUpdate", lower_optim}, {"MomentumUpdate", lower_optim}, {"AdafactorUpdate", lower_adafactor},
 };
 
 static lower_fn find_lowering(const char *op)
@@ -927,30 +963,40 @@ static void cuda_dir(char *buf, size_t n)
     snprintf(buf, n, "%s/runtime/cuda", abs);
 }
 
-/* The CPU runner's seeded range (runtime/plan_run.c fill_seeded, index_bound):
- * floats uniform in [-bound, bound], PyTorch's 1/sqrt(fan-in) for a parameter
- * matrix or filter, else 0.1; integers in [0, bound), bound the length of the
- * axis every Gather or loss reading them indexes (at most 10). */
+/* The CPU runner's integer range (runtime/plan_run.c index_bound): under the
+ * length of the axis every Gather or loss reading the value indexes, through
+ * the reshapes between, at most `bound`. Kept in step with it by
+ * tests/test_plan_cuda.c, which compares the two runners' losses. */
+static int64_t index_bound(const cg *c, int32_t id, int64_t bound, int depth)
+{
+    static const char *const reshapes[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    const mp_value *v = V(c, id);
+    for (int32_t k = 0; k < v->ncons; k++) {
+        const mp_node *r = &c->g->nodes[v->cons[k]];
+        for (size_t s = 0; s < sizeof reshapes / sizeof *reshapes; s++)
+            if (!strcmp(r->op_type, reshapes[s]) && vin(r, 0) == id && vout(r, 0) >= 0 && depth < 8)
+                bound = index_bound(c, r->out[0], bound, depth + 1);
+        int32_t data = vin(r, 0);
+        if (data < 0 || r->nin < 2 || r->in[1] != id) continue;
+        int64_t axis = -1;
+        if (!strcmp(r->op_type, "Gather")) axis = mp_attr_int(r, "axis", 0);
+        else if (!strcmp(r->op_type, "SoftmaxCrossEntropyLoss") || !strcmp(r->op_type, "NegativeLogLikelihoodLoss")) axis = 1;
+        else continue;
+        axis = norm_axis(axis, V(c, data)->rank);
+        if (axis >= 0 && axis < V(c, data)->rank && dim(c, data, (int)axis) > 0 && dim(c, data, (int)axis) < bound)
+            bound = dim(c, data, (int)axis);
+    }
+    return bound;
+}
+
+/* The CPU runner's seeded range (runtime/plan_run.c fill_seeded): floats
+ * uniform in [-bound, bound], PyTorch's 1/sqrt(fan-in) for a parameter matrix
+ * or filter, else 0.1; integers in [0, index_bound). */
 static double seed_bound(const cg *c, int32_t v, bool master)
 {
     const mp_value *val = V(c, v);
     int64_t n = numel(c, v);
-    if (!mp_dtype_is_float(val->dtype)) {
-        int64_t bound = 10;
-        for (int32_t k = 0; k < val->ncons; k++) {
-            const mp_node *r = &c->g->nodes[val->cons[k]];
-            int32_t data = vin(r, 0);
-            if (data < 0 || r->nin < 2 || r->in[1] != v) continue;
-            int64_t axis = -1;
-            if (!strcmp(r->op_type, "Gather")) axis = mp_attr_int(r, "axis", 0);
-            else if (!strcmp(r->op_type, "SoftmaxCrossEntropyLoss") || !strcmp(r->op_type, "NegativeLogLikelihoodLoss")) axis = 1;
-            else continue;
-            axis = norm_axis(axis, V(c, data)->rank);
-            if (axis >= 0 && axis < V(c, data)->rank && dim(c, data, (int)axis) > 0 && dim(c, data, (int)axis) < bound)
-                bound = dim(c, data, (int)axis);
-        }
-        return (double)bound;
-    }
+    if (!mp_dtype_is_float(val->dtype)) return (double)index_bound(c, v, 10, 0);
     if ((val->role != MP_ROLE_PARAM && !master) || val->rank < 2 || n <= 0) return 0.1;
     int64_t out = dim(c, v, 0) > dim(c, v, val->rank - 1) ? dim(c, v, 0) : dim(c, v, val->rank - 1);
     return 1.0 / sqrt((double)(n / (out ? out : 1)));

@@ -180,6 +180,19 @@ static void launch_reduce(const mp_cu_args *a)
     else launch<k_reduce>(a);
 }
 
+/* Adafactor's sum of u^2 over the whole parameter: one block. */
+__global__ void k_adafactor_sq_block(mp_cu_args a)
+{
+    double s = block_sum(mp_cu_af_sq_part(&a, threadIdx.x, blockDim.x));
+    if (threadIdx.x == 0) ((double *)a.x[7])[0] = s;
+}
+
+static void launch_adafactor(const mp_cu_args *a)
+{
+    if (a->p[AF_PHASE] == AF_SQ) k_adafactor_sq_block<<<1, TPB>>>(*a);
+    else launch<k_adafactor>(a);
+}
+
 static void launch_bn_stats(const mp_cu_args *a)
 {
     if (a->n > 0) k_bn_stats_block<<<(unsigned)a->n, TPB>>>(*a);
@@ -213,6 +226,7 @@ static void init_launchers(void)
     launchers[MP_CU_DROPOUT] = launch<k_dropout>;
     launchers[MP_CU_TRILU] = launch<k_trilu>;
     launchers[MP_CU_OPTIM] = launch<k_optim>;
+    launchers[MP_CU_ADAFACTOR] = launch_adafactor;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */

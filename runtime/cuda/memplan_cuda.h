@@ -42,6 +42,7 @@ enum {
     MP_CU_DROPOUT,      /* counter-based draws, as the CPU executor's */
     MP_CU_TRILU,
     MP_CU_OPTIM,        /* Adam / AdamW / SGD / Momentum, p[0] the rule */
+    MP_CU_ADAFACTOR,    /* in phases: row and column moments, their means, sum of u^2, the update */
     MP_CU_OP_COUNT
 };
 

@@ -729,4 +729,75 @@ MP_HD void k_optim(const mp_cu_args *a, int64_t i)
     }
 }
 
+/* ---- Adafactor (runtime/cpu_optim.c AdafactorUpdate), in phases --------------------------- */
+
+/* p: phase, B, R, C (the parameter as B matrices R x C; unfactored: 1 x 1 x numel), factored, numel.
+ * f: lr, beta2, inverse loss scale. param x0, grad x1, row moment (or v) x2, column moment x3;
+ * workspace x7 (doubles): [0] sum of u^2, [1, 1 + B) the row moments' means, then the rows' moments unrounded. */
+enum { AF_PHASE = 0, AF_B, AF_R, AF_C, AF_FACTORED, AF_NUMEL };
+enum { AF_ROWS = 0, AF_COLS, AF_RMEAN, AF_SQ, AF_APPLY };
+
+MP_HD double mp_cu_af_g(const mp_cu_args *a, int64_t i) { return ((const float *)a->x[1])[i] * a->f[2]; }
+MP_HD double mp_cu_af_g2(const mp_cu_args *a, int64_t i) { return mp_cu_af_g(a, i) * mp_cu_af_g(a, i) + 1e-30; }
+
+/* Element i's update u = g / sqrt(v^) (before the moments of an unfactored parameter are written). */
+MP_HD double mp_cu_af_u(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    const double *ws = (const double *)a->x[7];
+    double gr = mp_cu_af_g(a, i);
+    if (!p[AF_FACTORED]) return gr / sqrt(a->f[1] * ((const float *)a->x[2])[i] + (1 - a->f[1]) * mp_cu_af_g2(a, i));
+    int64_t R = p[AF_R], C = p[AF_C], b = i / (R * C), r = (i / C) % R, j = i % C;
+    double v = (double)((const float *)a->x[2])[b * R + r] * ((const float *)a->x[3])[b * C + j] / ws[1 + b];
+    return gr / sqrt(v);
+}
+
+MP_HD double mp_cu_af_sq_part(const mp_cu_args *a, int64_t k0, int64_t step)
+{
+    double s = 0;
+    for (int64_t i = k0; i < a->p[AF_NUMEL]; i += step) {
+        double u = mp_cu_af_u(a, i);
+        s += u * u;
+    }
+    return s;
+}
+
+MP_HD void k_adafactor(const mp_cu_args *a, int64_t t)
+{
+    const int64_t *p = a->p;
+    int64_t R = p[AF_R], C = p[AF_C], B = p[AF_B];
+    double b2 = a->f[1], *ws = (double *)a->x[7];
+    float *rm = (float *)a->x[2], *cm = (float *)a->x[3];
+    switch (p[AF_PHASE]) {
+    case AF_ROWS: { /* t = b R + i */
+        double row = 0;
+        for (int64_t j = 0; j < C; j++) row += mp_cu_af_g2(a, t * C + j);
+        double r = b2 * rm[t] + (1 - b2) * row / (double)C;
+        rm[t] = (float)r, ws[1 + B + t] = r;
+        break;
+    }
+    case AF_COLS: { /* t = b C + j */
+        int64_t b = t / C, j = t % C;
+        double col = 0;
+        for (int64_t i = 0; i < R; i++) col += mp_cu_af_g2(a, (b * R + i) * C + j);
+        cm[t] = (float)(b2 * cm[t] + (1 - b2) * col / (double)R);
+        break;
+    }
+    case AF_RMEAN: { /* t = b */
+        double s = 0;
+        for (int64_t i = 0; i < R; i++) s += ws[1 + B + t * R + i];
+        ws[1 + t] = s / (double)R;
+        break;
+    }
+    case AF_SQ: ws[0] = mp_cu_af_sq_part(a, 0, 1); break;
+    default: { /* AF_APPLY, t an element */
+        double u = mp_cu_af_u(a, t), n = (double)p[AF_NUMEL], rms = n ? sqrt(ws[0] / n) : 0;
+        float *prm = (float *)a->x[0];
+        prm[t] = (float)(prm[t] - a->f[0] * u / (rms > 1 ? rms : 1));
+        if (!p[AF_FACTORED]) rm[t] = (float)(b2 * rm[t] + (1 - b2) * mp_cu_af_g2(a, t));
+        break;
+    }
+    }
+}
+
 #endif
