@@ -110,8 +110,8 @@ typedef struct mp_rspace_opts {
     int max_recipe;         /* nodes in one recipe (default 64); longer ones are not offered */
     double min_fraction;    /* values under this fraction of the largest droppable are always kept (0) */
     int32_t expand_nodes;   /* second candidates whose recipe makes an away input for itself, on graphs of at
-                             * most this many nodes (default 1000: on larger ones the doubled program costs the
-                             * LP and its rounding more than they win; 0: never) */
+                             * most this many nodes (default 0, never: they more than double the program and
+                             * weaken its LP, so the time-limited search loses more than they win, docs/ilp.md) */
 } mp_rspace_opts;
 
 mp_rspace_opts mp_rspace_defaults(void);

@@ -263,10 +263,17 @@ static int64_t peak_floor(const mp_rspace *sp, mp_err *err, bool *ok)
  * sum bytes_c x_c >= base_live[t] - B. The running sums imply them; GLPK's
  * cover and MIR cuts cannot find them there. At most MAX_COVER_NZ non-zeros. */
 #define MAX_COVER_NZ 200000
-static int add_cover_rows(ilp *m, int32_t *steps, int *ind, double *val)
+static int add_cover_rows(ilp *m)
 {
     const mp_rspace *sp = m->sp;
     int32_t nn = sp->rg->nnodes, ns = 0, nz = 0;
+    int *ind = malloc(((size_t)sp->ncand + 1) * sizeof *ind);
+    double *val = malloc(((size_t)sp->ncand + 1) * sizeof *val);
+    int32_t *steps = malloc(((size_t)nn + 1) * sizeof *steps);
+    if (!ind || !val || !steps) {
+        free(ind), free(val), free(steps);
+        return -1;
+    }
     for (int32_t t = 0; t < nn; t++)
         if (sp->base_live[t] > m->budget && (t == 0 || sp->base_live[t - 1] <= sp->base_live[t]) &&
             (t + 1 == nn || sp->base_live[t + 1] < sp->base_live[t]))
@@ -287,11 +294,16 @@ static int add_cover_rows(ilp *m, int32_t *steps, int *ind, double *val)
         glp_set_mat_row(m->P, r, len, ind, val);
         m->ncover = k + 1;
     }
+    free(ind), free(val);
     m->crow = malloc(((size_t)m->ncover + 1) * sizeof *m->crow);
     m->cstep = malloc(((size_t)m->ncover + 1) * sizeof *m->cstep);
-    if (!m->crow || !m->cstep) return -1;
+    if (!m->crow || !m->cstep) {
+        free(steps);
+        return -1;
+    }
     for (int32_t k = 0; k < m->ncover; k++)
         m->crow[k] = glp_get_num_rows(m->P) - m->ncover + 1 + k, m->cstep[k] = steps[k];
+    free(steps);
     return 0;
 }
 
@@ -428,14 +440,6 @@ static int build_model(ilp *m, mp_err *err)
             if (m->peak_mode && put(m, r, m->bcol, -1)) goto oom;
         }
     glp_load_matrix(m->P, m->nz, m->ia, m->ja, m->ar);
-    if (!m->peak_mode && nc <= SMALL_PROGRAM) {
-        int *ind = malloc(((size_t)nc + 1) * sizeof *ind);
-        double *val = malloc(((size_t)nc + 1) * sizeof *val);
-        int32_t *steps = malloc(((size_t)nn + 1) * sizeof *steps);
-        bool ok = ind && val && steps && !add_cover_rows(m, steps, ind, val);
-        free(ind), free(val), free(steps);
-        if (!ok) goto oom;
-    }
     rc = 0;
     goto done;
 oom:
@@ -675,11 +679,34 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         iocp.mir_cuts = small ? GLP_ON : GLP_OFF;
         iocp.cov_cuts = small ? GLP_ON : GLP_OFF;
         iocp.mip_gap = gap_limit > 0 ? gap_limit : 0; /* close enough: GLPK stops with the plan it has */
+        /* small cost programs: half the time without the cover rows, then, if the
+         * gap is still open, the rest with them, from the plan found (measured:
+         * each way wins on some of the remat-graphs) */
+        bool covers = small && !peak_mode && gap_limit > 0;
         double left = deadline - now();
-        iocp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+        iocp.tm_lim = left > 0.001 ? (int)fmin(left * (covers ? 500 : 1000), 1e9) : 1;
         int ret = glp_intopt(m.P, &iocp);
         int ms = glp_mip_status(m.P);
-        if (ret == GLP_EMIPGAP) /* stopped within gap_limit of a bound the callback may not have seen */
+        bool from_heur = false; /* the plan is the first search's, kept in m.heur */
+        if (covers && ms == GLP_FEAS && ret != GLP_EMIPGAP && deadline - now() > 0.05) {
+            int nc = glp_get_num_cols(m.P);
+            if (!m.heur) m.heur = malloc(((size_t)nc + 1) * sizeof *m.heur);
+            if (!m.heur || add_cover_rows(&m)) {
+                mp_fail(err, "out of memory in the remat ILP");
+                goto done;
+            }
+            for (int j = 1; j <= nc; j++) m.heur[j] = glp_mip_col_val(m.P, j);
+            m.fed = false;
+            left = deadline - now();
+            smcp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+            glp_simplex(m.P, &smcp); /* the rows are implied: the basis stays optimal */
+            left = deadline - now();
+            iocp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+            if (glp_get_status(m.P) == GLP_OPT) ret = glp_intopt(m.P, &iocp);
+            ms = glp_mip_status(m.P);
+            if (ms != GLP_OPT && ms != GLP_FEAS) ms = GLP_FEAS, from_heur = true;
+        }
+        if (ret == GLP_EMIPGAP && !from_heur) /* stopped within gap_limit of a bound the callback may not have seen */
             m.bound = fmax(m.bound, (glp_mip_obj_val(m.P) - gap_limit * (fabs(glp_mip_obj_val(m.P)) + DBL_EPSILON)) /
                                         m.oscale);
         if (ms == GLP_NOFEAS) {
@@ -695,7 +722,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
             for (int32_t i = 0; i < sp->ndrop; i++) {
                 choice[i] = -1;
                 for (int32_t c = sp->cand_off[i]; c < sp->cand_off[i + 1]; c++)
-                    if (glp_mip_col_val(m.P, c + 1) > 0.5) {
+                    if ((from_heur ? m.heur[c + 1] : glp_mip_col_val(m.P, c + 1)) > 0.5) {
                         choice[i] = c;
                         break;
                     }

@@ -12,7 +12,7 @@
 mp_rspace_opts mp_rspace_defaults(void)
 {
     return (mp_rspace_opts){.max_candidates = 6, .max_gaps = 4, .max_recipe = 64, .min_fraction = 0,
-                            .expand_nodes = 1000};
+                            .expand_nodes = 0};
 }
 
 static bool flag(const uint8_t *a, int32_t i) { return a && a[i]; }
