@@ -75,12 +75,12 @@ run() {
     # cuDNN: the toolkit's, else the one PyTorch's wheel brings
     local dnn_inc="" dnn_lib="" dnn_flags="-DMP_CU_NO_CUDNN" dnn_link=""
     local cudnn_py
-    cudnn_py=$(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null || true)
+    cudnn_py=$(python3 -c 'import nvidia.cudnn as d; print(list(d.__path__)[0])' 2>/dev/null || true)
     if [ -f "$(dirname "$NVCC")/../include/cudnn.h" ]; then
         dnn_flags="" dnn_link="-lcudnn"
-    elif [ -n "$cudnn_py" ] && [ -f "$cudnn_py/include/cudnn.h" ]; then
-        dnn_inc="-I$cudnn_py/include" dnn_lib="-L$cudnn_py/lib -Xlinker -rpath=$cudnn_py/lib" dnn_flags="" dnn_link="-lcudnn"
-        [ -e "$cudnn_py/lib/libcudnn.so" ] || ln -sf "$cudnn_py/lib/libcudnn.so.9" "$cudnn_py/lib/libcudnn.so" 2>/dev/null
+    elif [ -n "$cudnn_py" ] && [ -f "$cudnn_py/include/cudnn.h" ] && [ -f "$cudnn_py/lib/libcudnn.so.9" ]; then
+        # the wheel ships only the versioned library
+        dnn_inc="-I$cudnn_py/include" dnn_lib="-L$cudnn_py/lib -Xlinker -rpath=$cudnn_py/lib" dnn_flags="" dnn_link="-l:libcudnn.so.9"
     fi
     say "== run: nvcc $($NVCC --version | tail -1); cuDNN: ${dnn_link:-none (direct convolution kernels)}"
     local obj=$DIR/obj
