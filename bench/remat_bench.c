@@ -5,7 +5,10 @@
  * of the store-everything step's cost), the ILP's gap to its LP bound, its
  * status and its solve time. A baseline that does not fit shows "—".
  *
- *   memplan-remat-bench [--time-limit SEC] FILE_OR_DIR...
+ *   memplan-remat-bench [--time-limit SEC] [--expand NODES] FILE_OR_DIR...
+ *
+ * --expand: recipes that make an input for themselves on graphs of at most
+ * NODES nodes (mp_rspace_opts.expand_nodes, default 0).
  *
  * Exit status 1 if any ILP plan's recount exceeds the budget or differs from
  * the peak the ILP counted (the row says which). */
@@ -19,6 +22,7 @@
 #include "passes/remat.h"
 
 static const double fractions[] = {0.5, 0.6, 0.7, 0.8, 0.9};
+static int32_t expand_nodes; /* --expand */
 
 static double now(void)
 {
@@ -63,8 +67,10 @@ static int bench_graph(const char *path, double time_limit)
     mp_rcount base;
     mp_rspace sp;
     memset(&sp, 0, sizeof sp);
+    mp_rspace_opts ro = mp_rspace_defaults();
+    ro.expand_nodes = expand_nodes;
     if (mp_rsched_identity(&rg, &id, &err) || mp_rsched_count(&rg, &id, &base, &err) ||
-        mp_rspace_build(&rg, NULL, &sp, &err)) {
+        mp_rspace_build(&rg, &ro, &sp, &err)) {
         printf("| %s | %d | | error: %s | | | | | |\n", name, rg.nnodes, err.msg);
         goto done;
     }
@@ -159,12 +165,12 @@ int main(int argc, char **argv)
 {
     double time_limit = mp_rsolve_defaults().time_limit;
     int first = 1;
-    if (argc > 2 && !strcmp(argv[1], "--time-limit")) {
-        time_limit = atof(argv[2]);
-        first = 3;
-    }
+    for (; first + 1 < argc; first += 2)
+        if (!strcmp(argv[first], "--time-limit")) time_limit = atof(argv[first + 1]);
+        else if (!strcmp(argv[first], "--expand")) expand_nodes = atoi(argv[first + 1]);
+        else break;
     if (first >= argc) {
-        fprintf(stderr, "usage: memplan-remat-bench [--time-limit SEC] FILE_OR_DIR...\n");
+        fprintf(stderr, "usage: memplan-remat-bench [--time-limit SEC] [--expand NODES] FILE_OR_DIR...\n");
         return 2;
     }
     printf("| graph | nodes | budget | ILP overhead %% | sqrt %% | greedy %% | gap to LP bound %% | ILP status | "
