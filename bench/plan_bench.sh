@@ -37,8 +37,9 @@ print("| %s | %s %% | %.2f | %.2f | %s | %s | %s | %s | %s |" % (sys.argv[1], sy
 ' "$name" "$b" "$(echo "$t1 - $t0" | bc)"
         else
             t1=$(date +%s.%N)
-            printf '| %s | %s %% | %.2f | infeasible: %s |\n' "$name" "$b" "$(echo "$t1 - $t0" | bc)" \
-                "$(sed -n 's/.*\(smallest feasible budget [^;]*\).*/\1/p' /tmp/plan_bench.err | cut -c1-90)"
+            why=$(sed -n 's/.*\(smallest feasible budget [^;]*\).*/\1/p' /tmp/plan_bench.err | cut -c1-90)
+            [ -n "$why" ] || why=$(tail -n 1 /tmp/plan_bench.err | sed 's/^memplan: [^:]*: //' | cut -c1-90)
+            printf '| %s | %s %% | %.2f | no plan: %s |\n' "$name" "$b" "$(echo "$t1 - $t0" | bc)" "$why"
         fi
     done
 }

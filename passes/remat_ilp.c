@@ -198,8 +198,6 @@ typedef struct ilp {
     uint8_t *written;         /* nfront */
     int *prow;                /* cost mode: the phase rows, and the step of each (set_budget moves their bounds) */
     int32_t *pstep, nphase;
-    int *crow;                /* cost mode: the cover rows (add_cover_rows), and the step of each */
-    int32_t *cstep, ncover;
 } ilp;
 
 static int put(ilp *m, int row, int col, double v)
@@ -292,18 +290,8 @@ static int add_cover_rows(ilp *m)
         nz += len;
         int r = new_row(m, GLP_LO, (double)(sp->base_live[t] - m->budget) / m->unit, 0);
         glp_set_mat_row(m->P, r, len, ind, val);
-        m->ncover = k + 1;
     }
-    free(ind), free(val);
-    m->crow = malloc(((size_t)m->ncover + 1) * sizeof *m->crow);
-    m->cstep = malloc(((size_t)m->ncover + 1) * sizeof *m->cstep);
-    if (!m->crow || !m->cstep) {
-        free(steps);
-        return -1;
-    }
-    for (int32_t k = 0; k < m->ncover; k++)
-        m->crow[k] = glp_get_num_rows(m->P) - m->ncover + 1 + k, m->cstep[k] = steps[k];
-    free(steps);
+    free(ind), free(val), free(steps);
     return 0;
 }
 
@@ -555,8 +543,6 @@ static void free_model(ilp *m)
     free(m->written);
     free(m->prow);
     free(m->pstep);
-    free(m->crow);
-    free(m->cstep);
     memset(m, 0, sizeof *m);
     glp_free_env(); /* GLPK keeps an environment per thread: give it back so leak checks stay clean */
 }
@@ -742,7 +728,7 @@ done:
 
 /* Cost mode: moves the budget of a model built for a lower one (which holds
  * every row that can bind at this one): the node bounds on D_t and the
- * right-hand sides of the phase and cover rows. */
+ * phase rows' right-hand sides. */
 static void set_budget(ilp *m, int64_t budget)
 {
     const mp_rspace *sp = m->sp;
@@ -751,8 +737,6 @@ static void set_budget(ilp *m, int64_t budget)
         if (m->dcol[t]) glp_set_col_bnds(m->P, m->dcol[t], GLP_LO, fmax(0, (double)sp->base_live[t] / u - B), 0);
     for (int32_t k = 0; k < m->nphase; k++)
         glp_set_row_bnds(m->P, m->prow[k], GLP_UP, 0, B - (double)sp->base_between[m->pstep[k]] / u);
-    for (int32_t k = 0; k < m->ncover; k++)
-        glp_set_row_bnds(m->P, m->crow[k], GLP_LO, (double)sp->base_live[m->cstep[k]] / u - B, 0);
     m->budget = budget;
 }
 
