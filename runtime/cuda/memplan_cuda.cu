@@ -26,7 +26,7 @@
         }                                                                                         \
     } while (0)
 
-static const int TPB = 256;
+static const int TPB = MP_CU_BLOCK;
 static cublasHandle_t blas;
 
 template <void (*F)(const mp_cu_args *, int64_t)> __global__ void k_launch(mp_cu_args a)
@@ -40,14 +40,17 @@ template <void (*F)(const mp_cu_args *, int64_t)> static void launch(const mp_cu
     if (a->n > 0) k_launch<F><<<(unsigned)((a->n + TPB - 1) / TPB), TPB>>>(*a);
 }
 
-/* The sum over the block of each thread's v, returned to every thread. */
-__device__ double block_sum(double v)
+/* ---- a block per output (mp_cu_blocked): thread t of MP_CU_BLOCK takes the terms t, t + MP_CU_BLOCK, ...
+ * (the _part functions of mp_cu_kernels.h), a tree in shared memory combines them. */
+
+/* The sum (max) over the block of each thread's v, returned to every thread. */
+__device__ double block_combine(double v, bool max)
 {
-    __shared__ double part[256];
+    __shared__ double part[MP_CU_BLOCK];
     part[threadIdx.x] = v;
     __syncthreads();
     for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        if (threadIdx.x < w) part[threadIdx.x] = max ? fmax(part[threadIdx.x], part[threadIdx.x + w]) : part[threadIdx.x] + part[threadIdx.x + w];
         __syncthreads();
     }
     double s = part[0];
@@ -55,9 +58,10 @@ __device__ double block_sum(double v)
     return s;
 }
 
-/* Long sums with few outputs (bias gradients, per-channel statistics): a block
- * per output, its threads striding over the summed elements. The same sums as
- * the thread-per-output functions, in another order. */
+__device__ double block_sum(double v) { return block_combine(v, false); }
+__device__ double block_max(double v) { return block_combine(v, true); }
+
+/* Long sums with few outputs (bias gradients). */
 __global__ void k_reduce_block(mp_cu_args a)
 {
     int64_t j = blockIdx.x;
@@ -65,6 +69,7 @@ __global__ void k_reduce_block(mp_cu_args a)
     if (threadIdx.x == 0) mp_cu_reduce_store(&a, j, s);
 }
 
+/* Per-channel statistics (mp_cu_kernels.h k_bn_stats, summed by a block). */
 __global__ void k_bn_stats_block(mp_cu_args a)
 {
     int64_t c = blockIdx.x, t = threadIdx.x, nt = blockDim.x;
@@ -85,99 +90,28 @@ __global__ void k_bn_stats_block(mp_cu_args a)
     if (t == 0) mp_cu_bn_grad_finish(&a, c, mu, rstd, sb, ss);
 }
 
-__device__ double block_max(double v)
-{
-    __shared__ double part[256];
-    part[threadIdx.x] = v;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) part[threadIdx.x] = fmax(part[threadIdx.x], part[threadIdx.x + w]);
-        __syncthreads();
-    }
-    double m = part[0];
-    __syncthreads();
-    return m;
-}
-
-/* k_softmax with a block per row (long rows: attention, the loss's classes). */
+/* Long rows: attention, the loss's classes, hidden states. */
 __global__ void k_softmax_block(mp_cu_args a)
 {
-    int64_t r = blockIdx.x, d = a.p[1], inner = a.p[2], base = (r / inner) * d * inner + r % inner;
-    const float *x = (const float *)a.x[0];
+    int64_t r = blockIdx.x, t = threadIdx.x, nt = blockDim.x;
     if (a.p[3] == 2) {
-        const float *y = (const float *)a.x[1];
-        float *dx = (float *)a.x[2];
-        double dot = 0;
-        for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dot += (double)x[base + j * inner] * y[base + j * inner];
-        dot = block_sum(dot);
-        for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-            dx[base + j * inner] = (float)(y[base + j * inner] * (x[base + j * inner] - dot));
+        mp_cu_softmax_write(&a, r, 0, block_sum(mp_cu_softmax_part(&a, r, SM_DOT, 0, t, nt)), t, nt);
         return;
     }
-    float *y = (float *)a.x[1];
-    double m = -INFINITY, s = 0;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) m = fmax(m, (double)x[base + j * inner]);
-    m = block_max(m);
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += exp(x[base + j * inner] - m);
-    s = block_sum(s);
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-        double e = x[base + j * inner] - m;
-        y[base + j * inner] = (float)(a.p[3] == 1 ? e - log(s) : exp(e) / s);
-    }
+    double m = block_max(mp_cu_softmax_part(&a, r, SM_MAX, 0, t, nt));
+    mp_cu_softmax_write(&a, r, m, block_sum(mp_cu_softmax_part(&a, r, SM_SUM_EXP, m, t, nt)), t, nt);
 }
 
-/* k_ln_rows with a block per row. */
 __global__ void k_ln_rows_block(mp_cu_args a)
 {
-    int64_t r = blockIdx.x, n = a.p[1], b = r * n;
-    const float *x = (const float *)a.x[a.p[2] ? 1 : 0];
-    double mu = 0, var = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mu += x[b + j];
-    mu = block_sum(mu) / (double)n;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) var += (x[b + j] - mu) * (x[b + j] - mu);
-    double rstd = 1 / sqrt(block_sum(var) / (double)n + a.f[0]);
-    if (a.p[2] == 0) {
-        const float *sc = (const float *)a.x[1], *bi = (const float *)a.x[2];
-        float *y = (float *)a.x[3];
-        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) y[b + j] = (float)((x[b + j] - mu) * rstd * sc[j] + (bi ? bi[j] : 0));
-        if (threadIdx.x == 0 && a.x[4]) ((float *)a.x[4])[r] = (float)mu;
-        if (threadIdx.x == 0 && a.x[5]) ((float *)a.x[5])[r] = (float)rstd;
-        return;
+    int64_t r = blockIdx.x, t = threadIdx.x, nt = blockDim.x;
+    double n = (double)a.p[1], mu = block_sum(mp_cu_ln_part(&a, r, LN_SUM_X, 0, 0, t, nt)) / n;
+    double rstd = mp_cu_ln_rstd(&a, block_sum(mp_cu_ln_part(&a, r, LN_SUM_DEV2, mu, 0, t, nt))), m1 = 0, m2 = 0;
+    if (a.p[2]) {
+        m1 = block_sum(mp_cu_ln_part(&a, r, LN_SUM_DXH, mu, rstd, t, nt)) / n;
+        m2 = block_sum(mp_cu_ln_part(&a, r, LN_SUM_DXH_XH, mu, rstd, t, nt)) / n;
     }
-    const float *dy = (const float *)a.x[0], *sc = (const float *)a.x[2];
-    float *dx = (float *)a.x[3];
-    double m1 = 0, m2 = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-        double xh = (x[b + j] - mu) * rstd, dxh = (double)dy[b + j] * sc[j];
-        m1 += dxh, m2 += dxh * xh;
-    }
-    m1 = block_sum(m1) / (double)n, m2 = block_sum(m2) / (double)n;
-    for (int64_t j = threadIdx.x; dx && j < n; j += blockDim.x) {
-        double xh = (x[b + j] - mu) * rstd, dxh = (double)dy[b + j] * sc[j];
-        dx[b + j] = (float)(rstd * (dxh - m1 - xh * m2));
-    }
-    if (threadIdx.x == 0) ((double *)a.x[4])[2 * r] = mu, ((double *)a.x[4])[2 * r + 1] = rstd;
-}
-
-/* Rows of at least this many elements get a block each (64: gpu-check's gpt_decoder, d_model 64, runs them too). */
-static const int64_t LONG_ROW = 64;
-
-static void launch_softmax(const mp_cu_args *a)
-{
-    if (a->p[1] >= LONG_ROW && a->n < (1u << 31)) k_softmax_block<<<(unsigned)a->n, TPB>>>(*a);
-    else launch<k_softmax>(a);
-}
-
-static void launch_ln_rows(const mp_cu_args *a)
-{
-    if (a->p[1] >= LONG_ROW && a->n < (1u << 31)) k_ln_rows_block<<<(unsigned)a->n, TPB>>>(*a);
-    else launch<k_ln_rows>(a);
-}
-
-static void launch_reduce(const mp_cu_args *a)
-{
-    if (mp_cu_reduce_count(a) >= 4 * TPB && a->n < (1u << 31)) k_reduce_block<<<(unsigned)a->n, TPB>>>(*a);
-    else launch<k_reduce>(a);
+    mp_cu_ln_write(&a, r, mu, rstd, m1, m2, t, nt);
 }
 
 /* Adafactor's sum of u^2 over the whole parameter: one block. */
@@ -187,16 +121,21 @@ __global__ void k_adafactor_sq_block(mp_cu_args a)
     if (threadIdx.x == 0) ((double *)a.x[7])[0] = s;
 }
 
-static void launch_adafactor(const mp_cu_args *a)
-{
-    if (a->p[AF_PHASE] == AF_SQ) k_adafactor_sq_block<<<1, TPB>>>(*a);
-    else launch<k_adafactor>(a);
-}
+/* A launch as a block per output where mp_cu_blocked says so, else a thread per output. */
+#define LAUNCH_BLOCKED(name, op, thread_fn, block_kernel, blocks)                        \
+    static void name(const mp_cu_args *a)                                                \
+    {                                                                                    \
+        if (mp_cu_blocked(op, a) && (blocks) > 0 && (blocks) < (1ll << 31))               \
+            block_kernel<<<(unsigned)(blocks), MP_CU_BLOCK>>>(*a);                        \
+        else                                                                             \
+            launch<thread_fn>(a);                                                        \
+    }
 
-static void launch_bn_stats(const mp_cu_args *a)
-{
-    if (a->n > 0) k_bn_stats_block<<<(unsigned)a->n, TPB>>>(*a);
-}
+LAUNCH_BLOCKED(launch_reduce, MP_CU_REDUCE, k_reduce, k_reduce_block, a->n)
+LAUNCH_BLOCKED(launch_bn_stats, MP_CU_BN_STATS, k_bn_stats, k_bn_stats_block, a->n)
+LAUNCH_BLOCKED(launch_softmax, MP_CU_SOFTMAX, k_softmax, k_softmax_block, a->n)
+LAUNCH_BLOCKED(launch_ln_rows, MP_CU_LN_ROWS, k_ln_rows, k_ln_rows_block, a->n)
+LAUNCH_BLOCKED(launch_adafactor, MP_CU_ADAFACTOR, k_adafactor, k_adafactor_sq_block, 1)
 
 typedef void (*launcher)(const mp_cu_args *a);
 

@@ -2,11 +2,14 @@
  * tables and the same element functions (mp_cu_kernels.h), a loop over the
  * threads instead of a launch, and a plain GEMM instead of cuBLAS. It is how
  * the tests check codegen and every kernel against the CPU executor on a
- * machine without a GPU:
+ * machine without a GPU (MP_CU_HOST_BLOCKS=1: the GPU's block-per-output
+ * launches too, split as the GPU splits them):
  *
  *   cc -x c OUT/plan.cu runtime/cuda/mp_cu_host.c -Iruntime/cuda -lm -o plan-host
  *
  * One malloc of exactly the arena (and the workspace the plan states). */
+#include <stdbool.h>
+
 #include "mp_cu_main.h"
 
 typedef void (*mp_cu_elem_fn)(const mp_cu_args *a, int64_t i);
@@ -46,6 +49,85 @@ static void host_release(char *arena, void *ws)
     free(ws);
 }
 
+/* ---- the GPU's block-per-output launches, emulated (MP_CU_HOST_BLOCKS=1): the same split into
+ * MP_CU_BLOCK strided partial sums as memplan_cuda.cu, combined in thread order ---- */
+
+typedef double (*part_fn)(const mp_cu_args *a, int64_t j, int what, double u, double v, int64_t t, int64_t step);
+
+static double sum_parts(const mp_cu_args *a, int64_t j, part_fn f, int what, double u, double v, bool max)
+{
+    double s = max ? -INFINITY : 0;
+    for (int64_t t = 0; t < MP_CU_BLOCK; t++) {
+        double x = f(a, j, what, u, v, t, MP_CU_BLOCK);
+        s = max ? (x > s ? x : s) : s + x;
+    }
+    return s;
+}
+
+static double reduce_part(const mp_cu_args *a, int64_t j, int what, double u, double v, int64_t t, int64_t step)
+{
+    (void)what, (void)u, (void)v;
+    return mp_cu_reduce_part(a, j, t, step);
+}
+
+static double sm_part(const mp_cu_args *a, int64_t j, int what, double u, double v, int64_t t, int64_t step)
+{
+    (void)v;
+    return mp_cu_softmax_part(a, j, what, u, t, step);
+}
+
+static double af_part(const mp_cu_args *a, int64_t j, int what, double u, double v, int64_t t, int64_t step)
+{
+    (void)j, (void)what, (void)u, (void)v;
+    return mp_cu_af_sq_part(a, t, step);
+}
+
+static void host_block(int op, const mp_cu_args *a, int64_t j)
+{
+    double n = (double)a->p[1], mu = 0, var = 0, sx = 0, sd = 0;
+    switch (op) {
+    case MP_CU_REDUCE: mp_cu_reduce_store(a, j, sum_parts(a, j, reduce_part, 0, 0, 0, false)); break;
+    case MP_CU_ADAFACTOR: ((double *)a->x[7])[0] = sum_parts(a, j, af_part, 0, 0, 0, false); break;
+    case MP_CU_SOFTMAX: {
+        if (a->p[3] == 2) {
+            double dot = sum_parts(a, j, sm_part, SM_DOT, 0, 0, false);
+            for (int64_t t = 0; t < MP_CU_BLOCK; t++) mp_cu_softmax_write(a, j, 0, dot, t, MP_CU_BLOCK);
+            break;
+        }
+        double m = sum_parts(a, j, sm_part, SM_MAX, 0, 0, true);
+        double s = sum_parts(a, j, sm_part, SM_SUM_EXP, m, 0, false);
+        for (int64_t t = 0; t < MP_CU_BLOCK; t++) mp_cu_softmax_write(a, j, m, s, t, MP_CU_BLOCK);
+        break;
+    }
+    case MP_CU_LN_ROWS: {
+        mu = sum_parts(a, j, mp_cu_ln_part, LN_SUM_X, 0, 0, false) / n;
+        double rstd = mp_cu_ln_rstd(a, sum_parts(a, j, mp_cu_ln_part, LN_SUM_DEV2, mu, 0, false)), m1 = 0, m2 = 0;
+        if (a->p[2]) {
+            m1 = sum_parts(a, j, mp_cu_ln_part, LN_SUM_DXH, mu, rstd, false) / n;
+            m2 = sum_parts(a, j, mp_cu_ln_part, LN_SUM_DXH_XH, mu, rstd, false) / n;
+        }
+        for (int64_t t = 0; t < MP_CU_BLOCK; t++) mp_cu_ln_write(a, j, mu, rstd, m1, m2, t, MP_CU_BLOCK);
+        break;
+    }
+    default: { /* MP_CU_BN_STATS */
+        if (mp_cu_bn_train(a)) {
+            sx = sum_parts(a, j, mp_cu_bn_part, BN_SUM_X, 0, 0, false);
+            mp_cu_bn_stats_of(a, j, sx, 0, &mu, &var);
+            sd = sum_parts(a, j, mp_cu_bn_part, BN_SUM_DEV2, mu, 0, false);
+        }
+        mp_cu_bn_stats_of(a, j, sx, sd, &mu, &var);
+        if (a->p[BN_MODE] <= BN_FWD_INFER) {
+            mp_cu_bn_fwd_finish(a, j, mu, var);
+            break;
+        }
+        double rstd = 1 / sqrt(var + a->f[0]);
+        mp_cu_bn_grad_finish(a, j, mu, rstd, sum_parts(a, j, mp_cu_bn_part, BN_SUM_DY, mu, rstd, false),
+                             sum_parts(a, j, mp_cu_bn_part, BN_SUM_DY_XH, mu, rstd, false));
+        break;
+    }
+    }
+}
+
 static void host_run(const mp_cu_plan *p, const mp_cu_instr *I, mp_cu_args *a)
 {
     if (I->op == MP_CU_CONSTANT) {
@@ -56,6 +138,12 @@ static void host_run(const mp_cu_plan *p, const mp_cu_instr *I, mp_cu_args *a)
     if (!fn) {
         fprintf(stderr, "plan: unknown runtime op %d at '%s'\n", I->op, p->nodes[I->node]);
         exit(1);
+    }
+    static int blocks = -1;
+    if (blocks < 0) blocks = getenv("MP_CU_HOST_BLOCKS") && atoi(getenv("MP_CU_HOST_BLOCKS"));
+    if (blocks && mp_cu_blocked(I->op, a)) {
+        for (int64_t j = 0; j < (I->op == MP_CU_ADAFACTOR ? 1 : a->n); j++) host_block(I->op, a, j);
+        return;
     }
     for (int64_t i = 0; i < a->n; i++) fn(a, i);
 }

@@ -231,30 +231,55 @@ MP_HD void k_gemm_elem(const mp_cu_args *a, int64_t i)
     C[at] = (float)(a->f[0] * s + (p[GM_BETA_ONE] ? C[at] : 0));
 }
 
-/* ---- softmax family: a thread per (outer, inner) row ---------------------------- */
+/* ---- softmax family: a row per thread, or per block of threads -------------------------- */
+
+/* Rows of at least MP_CU_LONG_ROW elements and sums of at least MP_CU_LONG_SUM terms run a
+ * block of MP_CU_BLOCK threads each on the GPU: thread t takes elements t, t + MP_CU_BLOCK, ...
+ * of the row or sum (the _part functions), a tree combines them. A single thread is t 0 of 1. */
+#define MP_CU_BLOCK 256
+#define MP_CU_LONG_ROW 64
+#define MP_CU_LONG_SUM 1024
 
 /* p: outer, d, inner, kind (0 softmax, 1 log-softmax: x0 -> x1; 2 gradient: dY x0, Y x1 -> dX x2) */
+enum { SM_MAX = 0, SM_SUM_EXP, SM_DOT };
+
+MP_HD int64_t mp_cu_sm_base(const mp_cu_args *a, int64_t r) { return (r / a->p[2]) * a->p[1] * a->p[2] + r % a->p[2]; }
+
+/* Row r's partial max, sum of exp(x - m), or dot(dY, Y) over j = t, t + step, ... */
+MP_HD double mp_cu_softmax_part(const mp_cu_args *a, int64_t r, int what, double m, int64_t t, int64_t step)
+{
+    int64_t d = a->p[1], inner = a->p[2], base = mp_cu_sm_base(a, r);
+    const float *x = (const float *)a->x[0], *y = (const float *)a->x[1];
+    double acc = what == SM_MAX ? -INFINITY : 0;
+    for (int64_t j = t; j < d; j += step) {
+        double v = x[base + j * inner];
+        if (what == SM_MAX) acc = v > acc ? v : acc;
+        else if (what == SM_SUM_EXP) acc += exp(v - m);
+        else acc += v * y[base + j * inner];
+    }
+    return acc;
+}
+
+/* Writes row r's elements j = t, t + step, ...: m and s the max and sum (or s the dot, for the gradient). */
+MP_HD void mp_cu_softmax_write(const mp_cu_args *a, int64_t r, double m, double s, int64_t t, int64_t step)
+{
+    int64_t d = a->p[1], inner = a->p[2], base = mp_cu_sm_base(a, r);
+    const float *x = (const float *)a->x[0];
+    for (int64_t j = t; j < d; j += step) {
+        int64_t i = base + j * inner;
+        if (a->p[3] == 2) ((float *)a->x[2])[i] = (float)(((const float *)a->x[1])[i] * (x[i] - s));
+        else ((float *)a->x[1])[i] = (float)(a->p[3] == 1 ? x[i] - m - log(s) : exp(x[i] - m) / s);
+    }
+}
+
 MP_HD void k_softmax(const mp_cu_args *a, int64_t r)
 {
-    int64_t d = a->p[1], inner = a->p[2], base = (r / inner) * d * inner + r % inner;
-    const float *x = (const float *)a->x[0];
     if (a->p[3] == 2) {
-        const float *y = (const float *)a->x[1];
-        float *dx = (float *)a->x[2];
-        double dot = 0;
-        for (int64_t j = 0; j < d; j++) dot += (double)x[base + j * inner] * y[base + j * inner];
-        for (int64_t j = 0; j < d; j++) dx[base + j * inner] = (float)(y[base + j * inner] * (x[base + j * inner] - dot));
+        mp_cu_softmax_write(a, r, 0, mp_cu_softmax_part(a, r, SM_DOT, 0, 0, 1), 0, 1);
         return;
     }
-    float *y = (float *)a->x[1];
-    double m = -INFINITY, s = 0;
-    for (int64_t j = 0; j < d; j++)
-        if (x[base + j * inner] > m) m = x[base + j * inner];
-    for (int64_t j = 0; j < d; j++) s += exp(x[base + j * inner] - m);
-    for (int64_t j = 0; j < d; j++) {
-        double e = x[base + j * inner] - m;
-        y[base + j * inner] = (float)(a->p[3] == 1 ? e - log(s) : exp(e) / s);
-    }
+    double m = mp_cu_softmax_part(a, r, SM_MAX, 0, 0, 1);
+    mp_cu_softmax_write(a, r, m, mp_cu_softmax_part(a, r, SM_SUM_EXP, m, 0, 1), 0, 1);
 }
 
 /* ---- SoftmaxCrossEntropy ------------------------------------------------------------ */
@@ -301,37 +326,57 @@ MP_HD void k_sce_grad(const mp_cu_args *a, int64_t i)
 
 /* p: rows, n, mode. mode 0: X x0, scale x1, bias x2 -> Y x3 (mean x4, inv std x5 if asked);
  * mode 1: dY x0, X x1, scale x2 -> dX x3, and (mean, rstd) per row into x4 (workspace). f0 epsilon. */
-MP_HD void k_ln_rows(const mp_cu_args *a, int64_t r)
+enum { LN_SUM_X = 0, LN_SUM_DEV2, LN_SUM_DXH, LN_SUM_DXH_XH };
+
+/* Row r's partial sums over j = t, t + step, ... */
+MP_HD double mp_cu_ln_part(const mp_cu_args *a, int64_t r, int what, double mu, double rstd, int64_t t, int64_t step)
+{
+    int64_t n = a->p[1], b = r * n;
+    const float *x = (const float *)a->x[a->p[2] ? 1 : 0], *dy = (const float *)a->x[0], *sc = (const float *)a->x[2];
+    double s = 0;
+    for (int64_t j = t; j < n; j += step) {
+        double d = x[b + j] - mu;
+        if (what == LN_SUM_X) s += x[b + j];
+        else if (what == LN_SUM_DEV2) s += d * d;
+        else if (what == LN_SUM_DXH) s += (double)dy[b + j] * sc[j];
+        else s += (double)dy[b + j] * sc[j] * (d * rstd);
+    }
+    return s;
+}
+
+/* Writes row r's elements j = t, t + step, ... (and its statistics, from t 0). */
+MP_HD void mp_cu_ln_write(const mp_cu_args *a, int64_t r, double mu, double rstd, double m1, double m2, int64_t t, int64_t step)
 {
     int64_t n = a->p[1], b = r * n;
     const float *x = (const float *)a->x[a->p[2] ? 1 : 0];
-    double mu = 0, var = 0;
-    for (int64_t j = 0; j < n; j++) mu += x[b + j];
-    mu /= (double)n;
-    for (int64_t j = 0; j < n; j++) var += (x[b + j] - mu) * (x[b + j] - mu);
-    double rstd = 1 / sqrt(var / (double)n + a->f[0]);
     if (a->p[2] == 0) {
         const float *sc = (const float *)a->x[1], *bi = (const float *)a->x[2];
         float *y = (float *)a->x[3];
-        for (int64_t j = 0; j < n; j++) y[b + j] = (float)((x[b + j] - mu) * rstd * sc[j] + (bi ? bi[j] : 0));
-        if (a->x[4]) ((float *)a->x[4])[r] = (float)mu;
-        if (a->x[5]) ((float *)a->x[5])[r] = (float)rstd;
+        for (int64_t j = t; j < n; j += step) y[b + j] = (float)((x[b + j] - mu) * rstd * sc[j] + (bi ? bi[j] : 0));
+        if (t == 0 && a->x[4]) ((float *)a->x[4])[r] = (float)mu;
+        if (t == 0 && a->x[5]) ((float *)a->x[5])[r] = (float)rstd;
         return;
     }
     const float *dy = (const float *)a->x[0], *sc = (const float *)a->x[2];
     float *dx = (float *)a->x[3];
-    double m1 = 0, m2 = 0;
-    for (int64_t j = 0; j < n; j++) {
-        double xh = (x[b + j] - mu) * rstd, dxh = (double)dy[b + j] * sc[j];
-        m1 += dxh, m2 += dxh * xh;
-    }
-    m1 /= (double)n, m2 /= (double)n;
-    for (int64_t j = 0; dx && j < n; j++) {
+    for (int64_t j = t; dx && j < n; j += step) {
         double xh = (x[b + j] - mu) * rstd, dxh = (double)dy[b + j] * sc[j];
         dx[b + j] = (float)(rstd * (dxh - m1 - xh * m2));
     }
-    ((double *)a->x[4])[2 * r] = mu;
-    ((double *)a->x[4])[2 * r + 1] = rstd;
+    if (t == 0) ((double *)a->x[4])[2 * r] = mu, ((double *)a->x[4])[2 * r + 1] = rstd;
+}
+
+MP_HD double mp_cu_ln_rstd(const mp_cu_args *a, double dev2) { return 1 / sqrt(dev2 / (double)a->p[1] + a->f[0]); }
+
+MP_HD void k_ln_rows(const mp_cu_args *a, int64_t r)
+{
+    double n = (double)a->p[1], mu = mp_cu_ln_part(a, r, LN_SUM_X, 0, 0, 0, 1) / n;
+    double rstd = mp_cu_ln_rstd(a, mp_cu_ln_part(a, r, LN_SUM_DEV2, mu, 0, 0, 1)), m1 = 0, m2 = 0;
+    if (a->p[2]) {
+        m1 = mp_cu_ln_part(a, r, LN_SUM_DXH, mu, rstd, 0, 1) / n;
+        m2 = mp_cu_ln_part(a, r, LN_SUM_DXH_XH, mu, rstd, 0, 1) / n;
+    }
+    mp_cu_ln_write(a, r, mu, rstd, m1, m2, 0, 1);
 }
 
 /* p: rows, n. dY x0, X x1, (mean, rstd) x2 -> dScale x3, dBias x4, a thread per element j of a row */
@@ -797,6 +842,21 @@ MP_HD void k_adafactor(const mp_cu_args *a, int64_t t)
         if (!p[AF_FACTORED]) rm[t] = (float)(b2 * rm[t] + (1 - b2) * mp_cu_af_g2(a, t));
         break;
     }
+    }
+}
+
+/* ---- which launches the GPU runs as a block per output ------------------------------------- */
+
+/* True when the GPU runs this launch as a block of MP_CU_BLOCK threads per output, row or
+ * channel (mp_cu_host.c can do the same, MP_CU_HOST_BLOCKS=1, so the tests check it). */
+MP_HD int mp_cu_blocked(int op, const mp_cu_args *a)
+{
+    switch (op) {
+    case MP_CU_REDUCE: return mp_cu_reduce_count(a) >= MP_CU_LONG_SUM;
+    case MP_CU_BN_STATS: return 1;
+    case MP_CU_SOFTMAX: case MP_CU_LN_ROWS: return a->p[1] >= MP_CU_LONG_ROW;
+    case MP_CU_ADAFACTOR: return a->p[AF_PHASE] == AF_SQ;
+    default: return 0;
     }
 }
 
