@@ -674,23 +674,25 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         int ret = glp_intopt(m.P, &iocp);
         int ms = glp_mip_status(m.P);
         bool from_heur = false; /* the plan is the first search's, kept in m.heur */
-        if (covers && ms == GLP_FEAS && ret != GLP_EMIPGAP && deadline - now() > 0.05) {
+        if (covers && ms != GLP_OPT && ms != GLP_NOFEAS && ret != GLP_EMIPGAP && deadline - now() > 0.05) {
+            bool had = ms == GLP_FEAS; /* else the second search looks for a first plan */
             int nc = glp_get_num_cols(m.P);
-            if (!m.heur) m.heur = malloc(((size_t)nc + 1) * sizeof *m.heur);
-            if (!m.heur || add_cover_rows(&m)) {
+            if (!m.heur) m.heur = had ? malloc(((size_t)nc + 1) * sizeof *m.heur) : NULL;
+            if ((had && !m.heur) || add_cover_rows(&m)) {
                 mp_fail(err, "out of memory in the remat ILP");
                 goto done;
             }
-            for (int j = 1; j <= nc; j++) m.heur[j] = glp_mip_col_val(m.P, j);
-            m.fed = false;
+            for (int j = 1; had && j <= nc; j++) m.heur[j] = glp_mip_col_val(m.P, j);
+            m.fed = false; /* the first search's plan, or the warm start again */
             left = deadline - now();
             smcp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
             glp_simplex(m.P, &smcp); /* the rows are implied: the basis stays optimal */
             left = deadline - now();
             iocp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
             if (glp_get_status(m.P) == GLP_OPT) ret = glp_intopt(m.P, &iocp);
-            ms = glp_mip_status(m.P);
-            if (ms != GLP_OPT && ms != GLP_FEAS) ms = GLP_FEAS, from_heur = true;
+            int ms2 = glp_mip_status(m.P);
+            if (ms2 == GLP_OPT || ms2 == GLP_FEAS || !had) ms = ms2;
+            else from_heur = true;
         }
         if (ret == GLP_EMIPGAP && !from_heur) /* stopped within gap_limit of a bound the callback may not have seen */
             m.bound = fmax(m.bound, (glp_mip_obj_val(m.P) - gap_limit * (fabs(glp_mip_obj_val(m.P)) + DBL_EPSILON)) /
