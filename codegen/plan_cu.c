@@ -989,17 +989,38 @@ static int64_t index_bound(const cg *c, int32_t id, int64_t bound, int depth)
     return bound;
 }
 
+/* The fan-in the CPU runner seeds a weight with (runtime/plan_run.c fan_in):
+ * K of the MatMul or Gemm that reads it as B, else all axes but the first
+ * (PyTorch's Linear [out, in] and Conv [out, in/groups, k..]); 0: not a matrix. */
+static int64_t fan_in(const cg *c, int32_t id)
+{
+    const mp_value *v = V(c, id);
+    if (v->rank < 2 || dim(c, id, 0) <= 0) return 0;
+    int64_t n = 1;
+    for (int i = 0; i < v->rank; i++) n *= dim(c, id, i) > 0 ? dim(c, id, i) : 1;
+    for (int32_t k = 0; k < v->ncons; k++) {
+        const mp_node *r = &c->g->nodes[v->cons[k]];
+        if (r->nin < 2 || r->in[1] != id) continue;
+        if (!strcmp(r->op_type, "MatMul")) return dim(c, id, v->rank - 2);
+        if (!strcmp(r->op_type, "Gemm") && v->rank == 2) return dim(c, id, mp_attr_int(r, "transB", 0) ? 1 : 0);
+    }
+    return n / dim(c, id, 0);
+}
+
 /* The CPU runner's seeded range (runtime/plan_run.c fill_seeded): floats
  * uniform in [-bound, bound], PyTorch's 1/sqrt(fan-in) for a parameter matrix
- * or filter, else 0.1; integers in [0, index_bound). */
+ * or filter (a master copy: its working copy's), else 0.1; integers in
+ * [0, index_bound). */
 static double seed_bound(const cg *c, int32_t v, bool master)
 {
     const mp_value *val = V(c, v);
-    int64_t n = numel(c, v);
     if (!mp_dtype_is_float(val->dtype)) return (double)index_bound(c, v, 10, 0);
-    if ((val->role != MP_ROLE_PARAM && !master) || val->rank < 2 || n <= 0) return 0.1;
-    int64_t out = dim(c, v, 0) > dim(c, v, val->rank - 1) ? dim(c, v, 0) : dim(c, v, val->rank - 1);
-    return 1.0 / sqrt((double)(n / (out ? out : 1)));
+    size_t len = strlen(val->name);
+    char base[512];
+    snprintf(base, sizeof base, "%.*s", master ? (int)len - 7 : (int)len, val->name);
+    int32_t w = mp_graph_find(c->g, base);
+    int64_t fan = fan_in(c, w >= 0 ? w : v);
+    return (val->role == MP_ROLE_PARAM || master) && fan > 0 ? 1.0 / sqrt((double)fan) : 0.1;
 }
 
 static void put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t *offsets, const mp_plan_info *info,
