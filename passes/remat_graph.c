@@ -27,8 +27,9 @@ static bool op_in(const mp_node *n, const char *const *ops, size_t count)
 #define OP_IN(n, list) op_in(n, list, sizeof list / sizeof *list)
 
 /* A Dropout whose output shares its input's buffer (ratio 0 or inference:
- * autodiff's rule makes it so) is the identity: a view, neither random nor
- * in place, so the value under it stays droppable. */
+ * autodiff's rule makes it so) is the identity: that output is a view, not an
+ * in-place write, so the value under it stays droppable (a mask it may still
+ * output stays pinned, and the node is never rerun). */
 static bool identity_dropout(const mp_node *nd, const mp_graph *g, const struct mp_lifetimes *lt)
 {
     if (strcmp(nd->op_type, "Dropout") || nd->nin < 1 || nd->nout < 1) return false;
@@ -134,7 +135,7 @@ int mp_rgraph_from_training(const mp_graph *g, const struct mp_schedule *s, cons
         }
         rg->cost[i] = mp_cost_node_seconds(g, s->order[i], gpu);
         bool view = OP_IN(nd, view_ops) || identity_dropout(nd, g, lt);
-        bool random = OP_IN(nd, random_ops) && !view, in_place = false;
+        bool random = OP_IN(nd, random_ops), in_place = false;
         int32_t in0 = nin;
         for (int k = 0; k < nd->nin; k++)
             if (nd->in[k] >= 0 && nd->in[k] < g->nvalues && vmap[nd->in[k]] >= 0)

@@ -158,6 +158,44 @@ START_TEST(test_training_pins)
 }
 END_TEST
 
+/* A Dropout of ratio 0 (torchvision's ViT) shares its input's buffer: its
+ * output is a view, so the GELU output under it stays droppable. */
+START_TEST(test_training_identity_dropout)
+{
+    const char *path = MEMPLAN_SHARED "/models/torch/vit_b_16_train.onnx";
+    struct stat st;
+    if (stat(path, &st)) {
+        fprintf(stderr, "test_remat_graph: %s absent, skipped\n", path);
+        return;
+    }
+    mp_train_opts o = mp_train_defaults();
+    mp_model *mdl = load_step_with(path, 1, &o);
+    mp_graph *g = mdl->graph;
+    mp_err err = {{0}};
+    mp_schedule s;
+    mp_lifetimes lt;
+    ck_assert_int_eq(mp_schedule_graph_order(g, &s, &err), 0);
+    ck_assert_int_eq(mp_lifetime_compute(g, &s, &lt, &err), 0);
+    mp_rgraph rg;
+    ck_assert_int_eq(mp_rgraph_from_training(g, &s, &lt, NULL, &rg, &err), 0);
+    int identities = 0;
+    for (int32_t i = 0; i < rg.nnodes; i++) {
+        const mp_node *nd = &g->nodes[s.order[i]];
+        if (strcmp(nd->op_type, "Dropout") || nd->in[0] < 0 || lt.owner[nd->out[0]] != lt.owner[nd->in[0]]) continue;
+        identities++;
+        for (int32_t k = rg.out_off[i]; k < rg.out_off[i + 1]; k++) /* the view makes nothing, a mask stays pinned */
+            ck_assert(rg.value_id[rg.out[k]] != lt.owner[nd->in[0]] && rg.pinned[rg.out[k]]);
+        for (int32_t v = 0; v < rg.nvalues; v++)
+            if (rg.value_id[v] == lt.owner[nd->in[0]]) ck_assert(!rg.pinned[v]);
+    }
+    ck_assert_int_ge(identities, 12); /* one per MLP block at least */
+    mp_rgraph_free(&rg);
+    mp_lifetime_free(&lt);
+    mp_schedule_free(&s);
+    mp_onnx_close(mdl);
+}
+END_TEST
+
 /* ---- graph-json ------------------------------------------------------------------ */
 
 #define GRAPHS MEMPLAN_SHARED "/remat-graphs/"
@@ -346,6 +384,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_training_identity_peak);
     tcase_add_test(tc, test_training_pins);
+    tcase_add_test(tc, test_training_identity_dropout);
     tcase_add_test(tc, test_json_files);
     tcase_add_test(tc, test_json_errors);
     tcase_add_test(tc, test_gpu_table);
