@@ -73,7 +73,7 @@ void mp_rspace_free(mp_rspace *sp)
     free(sp->gap_start);
     free(sp->gap_end);
     free(sp->drop_index);
-    if (sp->cand && sp->ncand) { /* recipes and frontiers live in two pools owned by the first candidate */
+    if (sp->cand && sp->ncand) { /* recipes, frontiers and expansions live in pools owned by the first candidate */
         free(sp->cand[0].recipe);
         free(sp->cand[0].front);
         free(sp->cand[0].expand);
