@@ -62,6 +62,13 @@ int mp_plan_hash_file(const char *path, uint64_t *hash, int64_t *size, mp_err *e
 /* hash(model hash as 16 hex digits + "|" + options string). */
 uint64_t mp_plan_fingerprint(uint64_t model_hash, const mp_plan_opts *o);
 
+/* What a runner seeds value v with when the plan gives it no data (weights
+ * absent, --random-weights, synthetic inputs): floats uniform in ±range
+ * (1/sqrt(fan-in) for a parameter matrix or filter, PyTorch's default bound;
+ * 0.1 otherwise), integers in [0, range) (below the length every Gather or
+ * loss reading it indexes, at most 10). memplan-run and plan.cu share it. */
+double mp_plan_seed_range(const mp_graph *g, int32_t v);
+
 /* The outputs of the step as executed: the loss (the last loss node's
  * output) and each gradient the optimizer reads; the model's own outputs are
  * freed after their last read, as the runtime frees them. */

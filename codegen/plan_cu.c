@@ -963,66 +963,6 @@ static void cuda_dir(char *buf, size_t n)
     snprintf(buf, n, "%s/runtime/cuda", abs);
 }
 
-/* The CPU runner's integer range (runtime/plan_run.c index_bound): under the
- * length of the axis every Gather or loss reading the value indexes, through
- * the reshapes between, at most `bound`. Kept in step with it by
- * tests/test_plan_cuda.c, which compares the two runners' losses. */
-static int64_t index_bound(const cg *c, int32_t id, int64_t bound, int depth)
-{
-    static const char *const reshapes[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
-    const mp_value *v = V(c, id);
-    for (int32_t k = 0; k < v->ncons; k++) {
-        const mp_node *r = &c->g->nodes[v->cons[k]];
-        for (size_t s = 0; s < sizeof reshapes / sizeof *reshapes; s++)
-            if (!strcmp(r->op_type, reshapes[s]) && vin(r, 0) == id && vout(r, 0) >= 0 && depth < 8)
-                bound = index_bound(c, r->out[0], bound, depth + 1);
-        int32_t data = vin(r, 0);
-        if (data < 0 || r->nin < 2 || r->in[1] != id) continue;
-        int64_t axis = -1;
-        if (!strcmp(r->op_type, "Gather")) axis = mp_attr_int(r, "axis", 0);
-        else if (!strcmp(r->op_type, "SoftmaxCrossEntropyLoss") || !strcmp(r->op_type, "NegativeLogLikelihoodLoss")) axis = 1;
-        else continue;
-        axis = norm_axis(axis, V(c, data)->rank);
-        if (axis >= 0 && axis < V(c, data)->rank && dim(c, data, (int)axis) > 0 && dim(c, data, (int)axis) < bound)
-            bound = dim(c, data, (int)axis);
-    }
-    return bound;
-}
-
-/* The fan-in the CPU runner seeds a weight with (runtime/plan_run.c fan_in):
- * K of the MatMul or Gemm that reads it as B, else all axes but the first
- * (PyTorch's Linear [out, in] and Conv [out, in/groups, k..]); 0: not a matrix. */
-static int64_t fan_in(const cg *c, int32_t id)
-{
-    const mp_value *v = V(c, id);
-    if (v->rank < 2 || dim(c, id, 0) <= 0) return 0;
-    int64_t n = 1;
-    for (int i = 0; i < v->rank; i++) n *= dim(c, id, i) > 0 ? dim(c, id, i) : 1;
-    for (int32_t k = 0; k < v->ncons; k++) {
-        const mp_node *r = &c->g->nodes[v->cons[k]];
-        if (r->nin < 2 || r->in[1] != id) continue;
-        if (!strcmp(r->op_type, "MatMul")) return dim(c, id, v->rank - 2);
-        if (!strcmp(r->op_type, "Gemm") && v->rank == 2) return dim(c, id, mp_attr_int(r, "transB", 0) ? 1 : 0);
-    }
-    return n / dim(c, id, 0);
-}
-
-/* The CPU runner's seeded range (runtime/plan_run.c fill_seeded): floats
- * uniform in [-bound, bound], PyTorch's 1/sqrt(fan-in) for a parameter matrix
- * or filter (a master copy: its working copy's), else 0.1; integers in
- * [0, index_bound). */
-static double seed_bound(const cg *c, int32_t v, bool master)
-{
-    const mp_value *val = V(c, v);
-    if (!mp_dtype_is_float(val->dtype)) return (double)index_bound(c, v, 10, 0);
-    size_t len = strlen(val->name);
-    char base[512];
-    snprintf(base, sizeof base, "%.*s", master ? (int)len - 7 : (int)len, val->name);
-    int32_t w = mp_graph_find(c->g, base);
-    int64_t fan = fan_in(c, w >= 0 ? w : v);
-    return (val->role == MP_ROLE_PARAM || master) && fan > 0 ? 1.0 / sqrt((double)fan) : 0.1;
-}
-
 static void put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t *offsets, const mp_plan_info *info,
                        int32_t nt, int32_t loss)
 {
@@ -1046,7 +986,7 @@ static void put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t
         fprintf(f, ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %d, %d, {", offsets[v], val->bytes, numel(c, v),
                 cu_dtype(val->dtype), val->rank);
         for (int a = 0; a < val->rank; a++) fprintf(f, "%s%" PRId64, a ? ", " : "", dim(c, v, a));
-        fprintf(f, "%s}, %d, %.17g, ", val->rank ? "" : "0", init, init == 1 ? seed_bound(c, v, master) : 0.0);
+        fprintf(f, "%s}, %d, %.17g, ", val->rank ? "" : "0", init, init == 1 ? mp_plan_seed_range(g, v) : 0.0);
         if (init == 3) fprintf(f, "data_%d},\n", v);
         else fprintf(f, "0},\n");
     }

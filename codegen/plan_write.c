@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,67 @@ uint64_t mp_plan_fingerprint(uint64_t model_hash, const mp_plan_opts *o)
     int n = snprintf(s, sizeof s, "%016" PRIx64 "|", model_hash);
     if (mp_plan_opts_string(o, s + n, sizeof s - (size_t)n)) s[n] = 0;
     return mp_plan_fnv1a(MP_PLAN_FNV_INIT, s, strlen(s));
+}
+
+/* ---- seeded contents ------------------------------------------------------------ */
+
+/* The exclusive upper bound (at most `bound`) an integer value must stay
+ * under to be a valid index for every node that reads it as one: Gather's
+ * indices (the length of the gathered axis), a loss's labels (the class
+ * count), looking through the reshapes between (the loss flattens labels). */
+static int64_t index_bound(const mp_graph *g, int32_t id, int64_t bound, int depth)
+{
+    const mp_value *v = &g->values[id];
+    for (int32_t c = 0; c < v->ncons; c++) {
+        const mp_node *n = &g->nodes[v->cons[c]];
+        static const char *const reshapes[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+        for (size_t r = 0; r < sizeof reshapes / sizeof *reshapes; r++)
+            if (!strcmp(n->op_type, reshapes[r]) && n->in[0] == id && n->nout > 0 && n->out[0] >= 0 && depth < 8)
+                bound = index_bound(g, n->out[0], bound, depth + 1);
+        const mp_value *data = n->nin > 0 && n->in[0] >= 0 ? &g->values[n->in[0]] : NULL;
+        if (!data || n->nin < 2 || n->in[1] != id) continue;
+        int64_t axis = -1;
+        if (!strcmp(n->op_type, "Gather")) axis = mp_attr_int(n, "axis", 0);
+        else if (!strcmp(n->op_type, "SoftmaxCrossEntropyLoss") || !strcmp(n->op_type, "NegativeLogLikelihoodLoss")) axis = 1;
+        else continue;
+        if (axis < 0) axis += data->rank;
+        if (axis >= 0 && axis < data->rank && data->dims[axis].v > 0 && data->dims[axis].v < bound)
+            bound = data->dims[axis].v;
+    }
+    return bound;
+}
+
+/* The fan-in of a weight, from the node that reads it: MatMul's B [.., K, N]
+ * and Gemm's B ([K, N], or [N, K] with transB) reduce over K; otherwise the
+ * first axis is the output one, as in PyTorch's Linear [out, in] and Conv
+ * [out, in/groups, k..] (0 when the value is not a matrix or filter). */
+static int64_t fan_in(const mp_graph *g, int32_t id)
+{
+    const mp_value *v = &g->values[id];
+    if (v->rank < 2 || v->dims[0].v <= 0) return 0;
+    int64_t numel = 1;
+    for (int i = 0; i < v->rank; i++) numel *= v->dims[i].v > 0 ? v->dims[i].v : 1;
+    for (int32_t c = 0; c < v->ncons; c++) {
+        const mp_node *n = &g->nodes[v->cons[c]];
+        if (n->nin < 2 || n->in[1] != id) continue;
+        if (!strcmp(n->op_type, "MatMul")) return v->dims[v->rank - 2].v;
+        if (!strcmp(n->op_type, "Gemm") && v->rank == 2) return v->dims[mp_attr_int(n, "transB", 0) ? 1 : 0].v;
+    }
+    return numel / v->dims[0].v;
+}
+
+double mp_plan_seed_range(const mp_graph *g, int32_t v)
+{
+    const mp_value *val = &g->values[v];
+    if (!mp_dtype_is_float(val->dtype)) return (double)index_bound(g, v, 10, 0);
+    /* a master copy is seeded as its working copy, which the GEMM reads */
+    size_t len = strlen(val->name);
+    bool master = len > 7 && !strcmp(val->name + len - 7, ".master");
+    char base[512];
+    snprintf(base, sizeof base, "%.*s", master ? (int)len - 7 : (int)len, val->name);
+    int32_t w = master ? mp_graph_find(g, base) : v;
+    int64_t fan = w >= 0 && (val->role == MP_ROLE_PARAM || master) ? fan_in(g, w) : 0;
+    return fan > 0 ? 1.0 / sqrt((double)fan) : 0.1;
 }
 
 /* ---- the step as executed ------------------------------------------------------- */

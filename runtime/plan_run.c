@@ -2,7 +2,6 @@
  * plan's order, every tensor at the plan's offset in one arena. */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,57 +28,11 @@ static uint64_t rng_next(uint64_t *r)
     return *r >> 11;
 }
 
-/* The exclusive upper bound (at most `bound`) an integer value must stay
- * under to be a valid index for every node that reads it as one: Gather's
- * indices (the length of the gathered axis), a loss's labels (the class
- * count), looking through the reshapes between (the loss flattens labels). */
-static int64_t index_bound(const mp_graph *g, int32_t id, int64_t bound, int depth)
-{
-    const mp_value *v = &g->values[id];
-    for (int32_t c = 0; c < v->ncons; c++) {
-        const mp_node *n = &g->nodes[v->cons[c]];
-        static const char *const reshapes[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
-        for (size_t r = 0; r < sizeof reshapes / sizeof *reshapes; r++)
-            if (!strcmp(n->op_type, reshapes[r]) && n->in[0] == id && n->nout > 0 && n->out[0] >= 0 && depth < 8)
-                bound = index_bound(g, n->out[0], bound, depth + 1);
-        const mp_value *data = n->nin > 0 && n->in[0] >= 0 ? &g->values[n->in[0]] : NULL;
-        if (!data || n->nin < 2 || n->in[1] != id) continue;
-        int64_t axis = -1;
-        if (!strcmp(n->op_type, "Gather")) axis = mp_attr_int(n, "axis", 0);
-        else if (!strcmp(n->op_type, "SoftmaxCrossEntropyLoss") || !strcmp(n->op_type, "NegativeLogLikelihoodLoss")) axis = 1;
-        else continue;
-        if (axis < 0) axis += data->rank;
-        if (axis >= 0 && axis < data->rank && data->dims[axis].v > 0 && data->dims[axis].v < bound)
-            bound = data->dims[axis].v;
-    }
-    return bound;
-}
-
-/* The fan-in of a weight, from the node that reads it: MatMul's B [.., K, N]
- * and Gemm's B ([K, N], or [N, K] with transB) reduce over K; otherwise the
- * first axis is the output one, as in PyTorch's Linear [out, in] and Conv
- * [out, in/groups, k..] (0 when the value is not a matrix or filter). */
-static int64_t fan_in(const mp_graph *g, int32_t id)
-{
-    const mp_value *v = &g->values[id];
-    if (v->rank < 2 || v->dims[0].v <= 0) return 0;
-    int64_t numel = 1;
-    for (int i = 0; i < v->rank; i++) numel *= v->dims[i].v > 0 ? v->dims[i].v : 1;
-    for (int32_t c = 0; c < v->ncons; c++) {
-        const mp_node *n = &g->nodes[v->cons[c]];
-        if (n->nin < 2 || n->in[1] != id) continue;
-        if (!strcmp(n->op_type, "MatMul")) return v->dims[v->rank - 2].v;
-        if (!strcmp(n->op_type, "Gemm") && v->rank == 2) return v->dims[mp_attr_int(n, "transB", 0) ? 1 : 0].v;
-    }
-    return numel / v->dims[0].v;
-}
-
 /* Seeded contents, from the value's name: the same name gets the same bits in
  * every step built from the model, whatever its value id. A ".master" copy
- * gets its parameter's values (in fp32). Matrices and filters lie in
- * ±1/sqrt(fan), PyTorch's default bound, so deep models keep sane
- * activations; other floats in ±0.1; integers in [0, ibound). */
-static void fill_seeded(mp_tensor *t, const mp_value *v, uint64_t seed, int64_t fan, int64_t ibound)
+ * gets its parameter's values (in fp32). Floats lie in ±range, integers in
+ * [0, range) (mp_plan_seed_range). */
+static void fill_seeded(mp_tensor *t, const mp_value *v, uint64_t seed, double range)
 {
     char base[512];
     snprintf(base, sizeof base, "%s", v->name);
@@ -88,11 +41,10 @@ static void fill_seeded(mp_tensor *t, const mp_value *v, uint64_t seed, int64_t 
     if (master) base[n - 7] = 0;
     if (v->role == MP_ROLE_OPT_STATE && !master) return; /* moments start at zero */
     uint64_t r = mp_plan_fnv1a(MP_PLAN_FNV_INIT, base, strlen(base)) ^ seed;
-    double bound = (v->role == MP_ROLE_PARAM || master) && fan > 0 ? 1.0 / sqrt((double)fan) : 0.1;
     for (int64_t i = 0; i < t->numel; i++) {
         double u = (double)rng_next(&r) / 9007199254740992.0;
-        if (mp_dtype_is_float(t->dtype)) mp_tensor_set_f64(t, i, bound * (2 * u - 1));
-        else mp_tensor_set_i64(t, i, (int64_t)(u * (double)ibound));
+        if (mp_dtype_is_float(t->dtype)) mp_tensor_set_f64(t, i, range * (2 * u - 1));
+        else mp_tensor_set_i64(t, i, (int64_t)(u * range));
     }
 }
 
@@ -129,13 +81,7 @@ int mp_plan_bind_inputs(mp_exec *x, mp_graph *g, void *arena, const int64_t *off
         } else if (src && src->data && src->numel == t->numel && src->dtype == t->dtype) {
             memcpy(t->data, src->data, (size_t)val->bytes);
         } else {
-            /* a master copy is seeded as its working copy, which the GEMM reads */
-            size_t len = strlen(val->name);
-            char base[512];
-            snprintf(base, sizeof base, "%.*s", len > 7 && !strcmp(val->name + len - 7, ".master") ? (int)len - 7 : (int)len,
-                     val->name);
-            int32_t w = mp_graph_find(g, base);
-            fill_seeded(t, val, seed, fan_in(g, w >= 0 ? w : v), index_bound(g, v, 10, 0));
+            fill_seeded(t, val, seed, mp_plan_seed_range(g, v));
         }
         if (mp_exec_bind(x, v, t, err)) goto done;
     }
