@@ -177,6 +177,7 @@ typedef struct plan {
     const mp_gpu *gpu;          /* NULL: --graph-json without --gpu */
     int64_t budget, reserve, usable;
     int64_t slack;              /* bytes kept below usable for the arena's fragmentation (fit_arena) */
+    int64_t best_arena;         /* the smallest arena fit_arena placed for any plan so far (0: none): a budget proven feasible */
     int64_t target;             /* what the plan's counted peak must fit: usable - slack */
     mp_plan_info arena;         /* the plan's arena (a model's plan only) */
     char out_failed[sizeof(mp_err) + 300]; /* -o failed after the arena fit: reported after the table */
@@ -303,9 +304,12 @@ static int report_infeasible(plan *p, const char *why)
         snprintf(dom + len, sizeof dom - len, "; the arena's placement needs %.2f MiB more than the live bytes",
                  mib(p->slack));
     }
+    /* Live bytes bound any plan from below. When the placement fragments, the
+     * smallest arena placed so far is what is proven feasible above. */
     int64_t smallest = min_peak, floor_budget = lower, extra = p->reserve + p->slack;
     if (!mp_add_ok(min_peak, extra, &smallest)) smallest = INT64_MAX;
-    if (!mp_add_ok(lower, extra, &floor_budget)) floor_budget = INT64_MAX;
+    if (p->slack > 0 && p->best_arena > 0 && !mp_add_ok(p->best_arena, p->reserve, &smallest)) smallest = INT64_MAX;
+    if (!mp_add_ok(lower, p->slack > 0 ? p->reserve : extra, &floor_budget)) floor_budget = INT64_MAX;
     const char *how = p->strategy == STRATEGY_ILP ? "" : ", with --strategy ilp";
     if (floor_budget >= smallest)
         mp_cli_error("%s: budget %lld bytes (%.2f MiB; usable %.2f MiB after a %.2f MiB reserve) %s: the smallest "
@@ -314,10 +318,12 @@ static int report_infeasible(plan *p, const char *why)
                      (long long)smallest, mib(smallest), how, dom);
     else /* the search ran out of time: say what is proven on both sides */
         mp_cli_error("%s: budget %lld bytes (%.2f MiB; usable %.2f MiB after a %.2f MiB reserve) %s: the smallest "
-                     "feasible budget lies between %lld and %lld bytes (%.2f-%.2f MiB%s; the search stopped at the "
-                     "time limit, raise --time-limit to narrow it); %s",
+                     "feasible budget lies between %lld and %lld bytes (%.2f-%.2f MiB%s; %s); %s",
                      p->source, (long long)p->budget, mib(p->budget), mib(p->usable), mib(p->reserve), why,
-                     (long long)floor_budget, (long long)smallest, mib(floor_budget), mib(smallest), how, dom);
+                     (long long)floor_budget, (long long)smallest, mib(floor_budget), mib(smallest), how,
+                     p->slack > 0 ? "the placement fragments: the upper end is the smallest arena placed"
+                                  : "the search stopped at the time limit, raise --time-limit to narrow it",
+                     dom);
     return MP_EXIT_INFEASIBLE;
 }
 
@@ -831,7 +837,8 @@ static void forget_solution(plan *p)
 /* Places the plan's tensors in one arena (and with -o writes the plan there).
  * The ILP counts sizes padded as the arena pads them, but the placement can
  * still fragment: then the plan is made again for a budget lower by the
- * excess, until the arena fits the usable budget (a few rounds at most). */
+ * excess (at least by what the placement added to the live bytes), until the
+ * arena fits the usable budget (a few rounds at most). */
 static int fit_arena(plan *p, const mp_cli_opts *o)
 {
     if (!p->onnx || !plan_recordable(o)) {
@@ -866,13 +873,17 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
             return MP_EXIT_OK;
         }
         if (!rc && p->arena.arena_bytes <= p->usable) return MP_EXIT_OK;
+        if (p->arena.arena_bytes > 0 && (!p->best_arena || p->arena.arena_bytes < p->best_arena))
+            p->best_arena = p->arena.arena_bytes;
         if (round == 3) {
-            mp_cli_model_error(p->source, "the arena still exceeds the usable budget after 3 plans for a lower "
-                               "budget (fragmentation)");
-            return MP_EXIT_INFEASIBLE;
+            int64_t over = p->arena.arena_bytes - p->arena.lower_bound;
+            if (over > p->slack) p->slack = over;
+            return report_infeasible(p, "cannot be met: the arena's placement fragments past it");
         }
         if (round == 0) continue;
-        p->slack += p->arena.arena_bytes - p->usable + mp_arena_defaults().alignment;
+        /* at least what the placement added to the live bytes: a plan that lowers only its peak keeps that */
+        int64_t over = p->slack + p->arena.arena_bytes - p->usable, frag = p->arena.arena_bytes - p->arena.lower_bound;
+        p->slack = (over > frag ? over : frag) + mp_arena_defaults().alignment;
         forget_solution(p);
         rc = plan_graph(p, false, true);
         if (rc != MP_EXIT_OK) return rc;
