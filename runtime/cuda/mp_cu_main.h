@@ -74,12 +74,14 @@ static int mp_cu_run_main(int argc, char **argv, const mp_cu_plan *p, const mp_c
     long steps = 3;
     unsigned long long seed = 0;
     int json = 0;
+    const char *dump = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atol(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--steps N] [--seed S] [--json]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--steps N] [--seed S] [--json] [--dump FILE]\n", argv[0]);
             return 2;
         }
     }
@@ -127,6 +129,16 @@ static int mp_cu_run_main(int argc, char **argv, const mp_cu_plan *p, const mp_c
                "the arena's allocation took %zu bytes\n",
                (long long)p->arena_bytes, (long long)p->lower_bound, (long long)p->workspace_bytes,
                (long long)p->conv_workspace_bytes, taken);
+    if (dump) { /* the arena's bytes after the last step, for comparing tensors with another runner */
+        char *host = (char *)malloc((size_t)(p->arena_bytes ? p->arena_bytes : 1));
+        FILE *f = host ? fopen(dump, "wb") : NULL;
+        if (f) be->download(host, arena, p->arena_bytes);
+        if (!f || fwrite(host, 1, (size_t)p->arena_bytes, f) != (size_t)p->arena_bytes || fclose(f)) {
+            fprintf(stderr, "plan: --dump %s: cannot write\n", dump);
+            return 1;
+        }
+        free(host);
+    }
     be->release(arena, ws);
     return 0;
 }
