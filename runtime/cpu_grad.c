@@ -2,6 +2,7 @@
  * (ir/ops/grad.def), checked by the finite-difference tests (tests/test_train.c,
  * tests/test_grad_rules.c). Float types only; sums accumulated in double;
  * windows (Conv, pools) over 1 to N spatial dims. */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -199,25 +200,22 @@ static int matmul_grad(const mp_kargs *k, mp_err *err, bool a_side)
     int nb = dy.rank - 2;
     int64_t nbatch = 1;
     for (int a = 0; a < nb; a++) nbatch *= dy.d[a];
-    double *acc = mp_scratch_array(k->scratch, out->numel ? out->numel : 1, sizeof *acc);
-    if (!acc) return mp_fail(err, "out of scratch memory");
-    memset(acc, 0, (size_t)(out->numel ? out->numel : 1) * sizeof *acc);
+    if (dyt->dtype != out->dtype || ot->dtype != out->dtype || (out->dtype != MP_FLOAT && out->dtype != MP_DOUBLE))
+        return mp_fail(err, "dtype %s (float32 or float64, one for all)", mp_dtype_name(out->dtype));
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX) return mp_fail(err, "matrix dims past BLAS's int range");
+    /* one GEMM per batch, summed into out where the operand was broadcast */
+    size_t es = mp_elem_size(out->dtype);
+    if (out->numel) memset(out->data, 0, (size_t)out->numel * es);
     int64_t bidx[MP_MAX_RANK] = {0};
     for (int64_t bi = 0; bi < nbatch; bi++, next_index(bidx, dy.d, nb)) {
-        int64_t dyo = bi * M * N, oo = bcast_index(bidx, nb, o.d, o.rank - 2) * (a_side ? K * N : M * K);
-        double *ob = acc + bcast_index(bidx, nb, r.d, r.rank - 2) * (a_side ? M * K : K * N);
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++) {
-                double g = mp_tensor_get_f64(dyt, dyo + m * N + n);
-                for (int64_t kk = 0; kk < K; kk++) {
-                    if (a_side)
-                        ob[m * K + kk] += g * mp_tensor_get_f64(ot, oo + kk * N + n);
-                    else
-                        ob[kk * N + n] += g * mp_tensor_get_f64(ot, oo + m * K + kk);
-                }
-            }
+        const char *g = (const char *)dyt->data + (size_t)(bi * M * N) * es;
+        const char *x = (const char *)ot->data + (size_t)(bcast_index(bidx, nb, o.d, o.rank - 2) * (a_side ? K * N : M * K)) * es;
+        char *ob = (char *)out->data + (size_t)(bcast_index(bidx, nb, r.d, r.rank - 2) * (a_side ? M * K : K * N)) * es;
+        if (a_side) /* out[M, K] += dY[M, N] . B[K, N]^T */
+            mp_cpu_gemm(out->dtype, false, true, M, K, N, 1, g, N, x, N, 1, ob, K);
+        else /* out[K, N] += A[M, K]^T . dY[M, N] */
+            mp_cpu_gemm(out->dtype, true, false, K, N, M, 1, x, K, g, N, 1, ob, N);
     }
-    for (int64_t i = 0; i < out->numel; i++) mp_tensor_set_f64(out, i, acc[i]);
     return 0;
 }
 

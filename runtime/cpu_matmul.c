@@ -11,8 +11,7 @@
 
 #include "kernels.h"
 
-/* C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, leading dims given. */
-static void gemm(mp_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t kk, double alpha, const void *a, int64_t lda,
+void mp_cpu_gemm(mp_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t kk, double alpha, const void *a, int64_t lda,
                  const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
     if (m == 0 || n == 0) return;
@@ -84,12 +83,12 @@ int mp_cpu_MatMul(const mp_kargs *k, mp_err *err)
     size_t es = mp_elem_size(a->dtype);
     /* B shared by every batch: one GEMM with A's batches stacked into M. */
     if (bb == 0 && a->rank > 1 && fits_int(nb * m)) {
-        gemm(a->dtype, false, false, nb * m, n, kk, 1, a->data, kk, b->data, n, 0, y->data, n);
+        mp_cpu_gemm(a->dtype, false, false, nb * m, n, kk, 1, a->data, kk, b->data, n, 0, y->data, n);
         return 0;
     }
     int64_t idx[MP_MAX_RANK] = {0}, oa = 0, ob = 0;
     for (int64_t t = 0; t < nb; t++) {
-        gemm(a->dtype, false, false, m, n, kk, 1, (const char *)a->data + oa * (int64_t)es, kk,
+        mp_cpu_gemm(a->dtype, false, false, m, n, kk, 1, (const char *)a->data + oa * (int64_t)es, kk,
              (const char *)b->data + ob * (int64_t)es, n, 0, (char *)y->data + t * m * n * (int64_t)es, n);
         for (int i = br - 1; i >= 0; i--) {
             if (++idx[i] < bdims[i]) {
@@ -131,7 +130,7 @@ int mp_cpu_Gemm(const mp_kargs *k, mp_err *err)
     } else {
         beta = 0;
     }
-    gemm(a->dtype, ta, tb, m, n, kk, alpha, a->data, a->dims[1], b->data, b->dims[1], beta, y->data, n);
+    mp_cpu_gemm(a->dtype, ta, tb, m, n, kk, alpha, a->data, a->dims[1], b->data, b->dims[1], beta, y->data, n);
     return 0;
 }
 
