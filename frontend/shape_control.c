@@ -747,7 +747,7 @@ int shape_SequenceErase(mp_graph *g, mp_node *n, mp_err *err)
 
 int shape_SequenceLength(mp_graph *g, mp_node *n, mp_err *err)
 {
-    ctl_type s;
+    ctl_type s = {.seqlen = -1}; /* set by seq_in; initialized for the optimizer's sake */
     if (seq_in(g, n, 0, &s, err)) return -1;
     mp_dim len = s.seqlen >= 0 ? mp_dim_of(s.seqlen) : MP_DIM_UNKNOWN;
     return mp_set_out_dims(g, n, 0, &len, 1, true);

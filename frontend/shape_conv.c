@@ -183,7 +183,7 @@ static int conv_rule(mp_graph *g, mp_node *n, int xi, int wi, int bi, mp_dtype t
     char b1[32];
     const mp_value *x = mp_in(g, n, xi), *w = mp_in(g, n, wi);
     if (!x || !w) return mp_fail(err, "missing input %s", !x ? "X" : "W");
-    int rank;
+    int rank = -1; /* set by conv_rank; initialized for the optimizer's sake */
     if (conv_rank(x, w, &rank, err)) return -1;
     if (rank < 0) return nn_set_unknown(g, n, 0, t);
     int64_t group;
@@ -235,7 +235,7 @@ int shape_ConvTranspose(mp_graph *g, mp_node *n, mp_err *err)
 {
     const mp_value *x = mp_in(g, n, 0), *w = mp_in(g, n, 1);
     if (!x || !w) return mp_fail(err, "missing input %s", !x ? "X" : "W");
-    int rank;
+    int rank = -1; /* set by conv_rank; initialized for the optimizer's sake */
     if (conv_rank(x, w, &rank, err)) return -1;
     if (rank < 0) return nn_set_unknown(g, n, 0, x->dtype);
     int64_t group;

@@ -639,7 +639,7 @@ MP_HD void k_pool(const mp_cu_args *a, int64_t i)
         if (a->x[2]) {
             int64_t idx = best < 0 ? 0 : best;
             if (p[W_COL_MAJOR] && best >= 0) {
-                int64_t coord[MP_CU_MAXSP], cm = 0, str = 1;
+                int64_t coord[MP_CU_MAXSP] = {0}, cm = 0, str = 1;
                 mp_cu_unflat((int)p[W_NSP], p + W_IN, best, coord);
                 for (int s = 0; s < p[W_NSP]; s++) cm += coord[s] * str, str *= p[W_IN + s];
                 idx = cm;
