@@ -255,6 +255,46 @@ static int least_peak(plan *p, mp_err *err)
     return 0;
 }
 
+static bool plan_recordable(const mp_cli_opts *o);
+static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po);
+
+/* Baseline b's recounted peak under target t; -1 when it does not fit (greedy). */
+static int64_t baseline_peak(plan *p, mp_rbaseline b, int64_t t)
+{
+    mp_err err = {{0}};
+    mp_rsched s;
+    mp_rcount c;
+    if (mp_remat_baseline(&p->rg, b, t, &s, &err)) return -1;
+    int64_t peak = mp_rsched_count(&p->rg, &s, &c, &err) ? -1 : c.peak_bytes;
+    mp_rsched_free(&s);
+    return peak;
+}
+
+/* The least peak below hi that a baseline reaches: the ILP strategy takes a
+ * baseline's order when it fits (use_cheaper_baseline), so these count toward
+ * the smallest feasible budget. all and sqrt have one order each; greedy's
+ * least target is bisected (it evicts more as the target falls). */
+static int64_t least_baseline_peak(plan *p, int64_t hi, mp_rbaseline *which, int64_t *target)
+{
+    int64_t best = hi;
+    for (int b = MP_RBASE_ALL; b <= MP_RBASE_SQRT; b++) {
+        int64_t peak = baseline_peak(p, (mp_rbaseline)b, hi);
+        if (peak >= 0 && peak < best) best = peak, *which = (mp_rbaseline)b, *target = hi;
+    }
+    /* the least target greedy fits (its order depends on the target, so the
+     * target, not the peak it reached, is what works given back) */
+    int64_t lo = 0, top = best - 1, at = baseline_peak(p, MP_RBASE_GREEDY, top);
+    if (at < 0 || at > top) return best;
+    while (top - lo > 1) {
+        int64_t mid = lo + (top - lo) / 2, peak = baseline_peak(p, MP_RBASE_GREEDY, mid);
+        if (peak >= 0 && peak <= mid) top = mid;
+        else lo = mid;
+    }
+    *which = MP_RBASE_GREEDY;
+    *target = top;
+    return top;
+}
+
 /* The exit-3 line: the budget, the smallest feasible budget, what dominates it. */
 static int report_infeasible(plan *p, const char *why)
 {
@@ -270,7 +310,6 @@ static int report_infeasible(plan *p, const char *why)
     mp_rcount c = {0};
     bool have = mp_rplan_emit(&p->sp, &mp, &o, &err) == 0 && mp_rsched_count(&p->rg, &o, &c, &err) == 0;
     int32_t at = have && c.peak_entry >= 0 && c.peak_entry < o.n ? o.node[c.peak_entry] : -1;
-    if (have) mp_rsched_free(&o);
     int64_t footprint = 0; /* what the node at the peak needs at once: its inputs and outputs */
     for (int32_t k = at >= 0 ? p->rg.in_off[at] : 0; at >= 0 && k < p->rg.in_off[at + 1]; k++)
         if (p->rg.producer[p->rg.in[k]] >= 0) footprint += p->rg.bytes[p->rg.in[k]];
@@ -286,6 +325,27 @@ static int report_infeasible(plan *p, const char *why)
         }
     }
     if (have && c.peak_bytes > min_peak) min_peak = c.peak_bytes; /* the recount is the referee */
+    if (p->strategy == STRATEGY_ILP) { /* a baseline's order may go lower than the program's space */
+        mp_rbaseline which = MP_RBASE_NONE;
+        int64_t target = 0, b = least_baseline_peak(p, min_peak, &which, &target);
+        if (b < min_peak) {
+            if (have) mp_rsched_free(&o);
+            have = mp_remat_baseline(&p->rg, which, target, &o, &err) == 0;
+            min_peak = b, lower = lower < b ? lower : b;
+        }
+    }
+    /* that order placed: when its arena fragments past its live bytes, the
+     * arena is what is proven feasible (the plan must fit as placed) */
+    if (have && p->onnx && plan_recordable(p->o)) {
+        mp_plan_opts po;
+        mp_plan_info info = {0};
+        plan_opts_of(p, p->o, &po);
+        if (mp_plan_measure(p->o->model, &po, &o, &info, &err) == 0 && info.arena_bytes > min_peak) {
+            if (!p->best_arena || info.arena_bytes < p->best_arena) p->best_arena = info.arena_bytes;
+            if (info.arena_bytes - min_peak > p->slack) p->slack = info.arena_bytes - min_peak;
+        }
+    }
+    if (have) mp_rsched_free(&o);
     char dom[384];
     if (p->usable <= 0)
         snprintf(dom, sizeof dom, "the reserve alone (%.2f MiB, --reserve) takes the whole budget", mib(p->reserve));
