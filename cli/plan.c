@@ -335,7 +335,9 @@ static int report_infeasible(plan *p, const char *why)
         }
     }
     /* that order placed: when its arena fragments past its live bytes, the
-     * arena is what is proven feasible (the plan must fit as placed) */
+     * smallest arena placed is what is proven feasible (the plan must fit as
+     * placed), that order's or store-everything's, whose live bytes are more
+     * but whose placement may pack tighter */
     if (have && p->onnx && plan_recordable(p->o)) {
         mp_plan_opts po;
         mp_plan_info info = {0};
@@ -343,6 +345,8 @@ static int report_infeasible(plan *p, const char *why)
         if (mp_plan_measure(p->o->model, &po, &o, &info, &err) == 0 && info.arena_bytes > min_peak) {
             if (!p->best_arena || info.arena_bytes < p->best_arena) p->best_arena = info.arena_bytes;
             if (info.arena_bytes - min_peak > p->slack) p->slack = info.arena_bytes - min_peak;
+            if (mp_plan_measure(p->o->model, &po, &p->identity, &info, &err) == 0 && info.arena_bytes < p->best_arena)
+                p->best_arena = info.arena_bytes;
         }
     }
     if (have) mp_rsched_free(&o);
