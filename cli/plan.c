@@ -380,7 +380,7 @@ static int report_infeasible(plan *p, const char *why)
                      "feasible budget is %lld bytes (%.2f MiB%s); %s",
                      p->source, (long long)p->budget, mib(p->budget), mib(p->usable), mib(p->reserve), why,
                      (long long)smallest, mib(smallest), how, dom);
-    else /* the search ran out of time: say what is proven on both sides */
+    else /* the search ran out of time, or the placement fragments: say what is proven on both sides */
         mp_cli_error("%s: budget %lld bytes (%.2f MiB; usable %.2f MiB after a %.2f MiB reserve) %s: the smallest "
                      "feasible budget lies between %lld and %lld bytes (%.2f-%.2f MiB%s; %s); %s",
                      p->source, (long long)p->budget, mib(p->budget), mib(p->usable), mib(p->reserve), why,
