@@ -8,6 +8,7 @@
  * views), GEMM descriptors (transpose flags, strides, batch), window geometry.
  * An op the runtime has no kernel for, or a case a row does not cover, fails
  * codegen naming the op and the node: nothing is ever skipped silently. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -114,17 +115,27 @@ static const char *plain_f32(cg *c, const mp_node *n)
 
 /* ---- instructions ------------------------------------------------------------------- */
 
-static mp_cu_instr *emit(cg *c, int op, int64_t n)
+/* Room for `extra` more instructions. lower_all reserves before each node,
+ * so a lowering's emits never move the instructions it already holds. */
+#define EMITS_PER_NODE 64
+static int reserve(cg *c, int32_t extra)
 {
-    if (c->n == c->cap) {
+    while (c->cap - c->n < extra) {
         int32_t cap = c->cap ? 2 * c->cap : 256;
         mp_cu_instr *ins = realloc(c->ins, (size_t)cap * sizeof *ins);
         const mp_tensor **kon = ins ? realloc(c->kon, (size_t)cap * sizeof *kon) : NULL;
         if (ins) c->ins = ins;
-        if (!ins || !kon) return NULL;
+        if (!ins || !kon) return -1;
         c->kon = kon;
         c->cap = cap;
     }
+    return 0;
+}
+
+static mp_cu_instr *emit(cg *c, int op, int64_t n)
+{
+    assert(c->n < c->cap); /* lower_all reserved EMITS_PER_NODE */
+    if (c->n == c->cap) return NULL;
     mp_cu_instr *I = &c->ins[c->n];
     c->kon[c->n++] = NULL;
     memset(I, 0, sizeof *I);
@@ -1042,6 +1053,7 @@ static int lower_all(cg *c, const mp_schedule *s, mp_err *err)
         for (int k = 0; k < n->nout; k++) any_out |= n->out[k] >= 0 && c->tix[n->out[k]] >= 0;
         for (int k = 0; k < n->nin; k++) in_ok &= n->in[k] < 0 || c->tix[n->in[k]] >= 0 || !V(c, n->in[k])->bytes;
         if (!any_out) continue; /* nothing it writes is kept */
+        if (reserve(c, EMITS_PER_NODE)) return mp_fail(err, "out of memory");
         lower_fn fn = folded(c, n) ? lower_constant : find_lowering(n->op_type);
         const char *why = fn ? (in_ok || fn == lower_constant ? fn(c, n) : "an input outside the arena") : NULL;
         if (fn && !why) continue;
