@@ -195,6 +195,7 @@ typedef struct plan {
     bool solved;                /* info holds a solver run */
     const char *status;         /* "optimal", "feasible", "baseline", "min-peak" */
     int order_from;             /* -1: the ILP's plan; else the baseline whose order was cheaper */
+    bool placed_fallback;       /* the order was taken because its arena fits where the ILP's plans fragmented */
     bool have_least;            /* the least-peak search ran (it is slow: once per plan) */
     int64_t least_peak, least_lower;
     mp_rplan least;
@@ -613,7 +614,11 @@ static void print_plan_text(FILE *f, const plan *p)
     fprintf(f, "%-18s%.2f MiB\n", "reserve", mib(p->reserve));
     fprintf(f, "%-18s%.2f MiB\n", "usable", mib(p->usable));
     if (p->gpu) fprintf(f, "%-18s%s (%s)\n", "gpu", p->gpu->name, p->gpu->full_name);
-    if (p->order_from >= 0)
+    if (p->placed_fallback)
+        fprintf(f, "%-18s%s: the ILP's plans fragmented past the budget when placed; %s's order fits as placed\n",
+                "strategy", mp_cli_strategy_names[p->strategy],
+                p->order_from >= 0 ? mp_rbaseline_names[p->order_from] : "the least-peak plan");
+    else if (p->order_from >= 0)
         fprintf(f, "%-18s%s: %s's order is cheaper than the ILP's plan%s, so it is the one given\n", "strategy",
                 mp_cli_strategy_names[p->strategy], mp_rbaseline_names[p->order_from],
                 p->solved ? "" : " (the ILP found none in time)");
@@ -898,6 +903,42 @@ static void forget_solution(plan *p)
     p->ilp_failed[0] = 0;
 }
 
+/* The last resort when re-planning keeps fragmenting: the orders the exit-3
+ * line places (the least-peak plan's, greedy's at its least target, store
+ * everything), the first whose arena fits taken as the plan. So a budget that
+ * line proves feasible succeeds given back. True when one was taken. */
+static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
+{
+    mp_err err = {{0}};
+    mp_plan_opts po;
+    plan_opts_of(p, o, &po);
+    mp_rbaseline which = MP_RBASE_NONE;
+    int64_t target = 0;
+    if (least_peak(p, &err)) return false;
+    int64_t least = least_baseline_peak(p, p->least_peak, &which, &target);
+    for (int k = 0; k < 3; k++) {
+        mp_rsched s = {0};
+        if (k == 0 && mp_rplan_emit(&p->sp, &p->least, &s, &err)) continue;
+        if (k == 1 && (least >= p->least_peak || mp_remat_baseline(&p->rg, which, target, &s, &err))) continue;
+        if (k == 2 && mp_rsched_identity(&p->rg, &s, &err)) continue;
+        mp_plan_info info = {0};
+        mp_rcount c;
+        if (mp_plan_measure(o->model, &po, &s, &info, &err) || info.arena_bytes > p->usable ||
+            mp_rsched_count(&p->rg, &s, &c, &err)) {
+            mp_rsched_free(&s);
+            continue;
+        }
+        forget_solution(p);
+        p->order = s;
+        p->count = c;
+        p->order_from = k == 0 ? -1 : k == 1 ? (int)which : MP_RBASE_NONE;
+        if (k == 0) p->status = "min-peak";
+        p->placed_fallback = true;
+        return mark_recomputed(p) == 0;
+    }
+    return false;
+}
+
 /* Places the plan's tensors in one arena (and with -o writes the plan there).
  * The ILP counts sizes padded as the arena pads them, but the placement can
  * still fragment: then the plan is made again for a budget lower by the
@@ -919,6 +960,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
                      sizeof cap.data_inputs - 1, sizeof cap.buffers - 1);
         return MP_EXIT_USAGE;
     }
+    bool adopted = false;
     for (int round = 0;; round++) {
         mp_plan_opts po;
         plan_opts_of(p, o, &po);
@@ -940,6 +982,10 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         if (p->arena.arena_bytes > 0 && (!p->best_arena || p->arena.arena_bytes < p->best_arena))
             p->best_arena = p->arena.arena_bytes;
         if (round == 3) {
+            if (!adopted && adopt_placed_order(p, o)) {
+                adopted = true, round = 2; /* place and write it */
+                continue;
+            }
             int64_t over = p->arena.arena_bytes - p->arena.lower_bound;
             if (over > p->slack) p->slack = over;
             return report_infeasible(p, "cannot be met: the arena's placement fragments past it");
@@ -949,7 +995,12 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         int64_t over = p->slack + p->arena.arena_bytes - p->usable, frag = p->arena.arena_bytes - p->arena.lower_bound;
         p->slack = (over > frag ? over : frag) + mp_arena_defaults().alignment;
         forget_solution(p);
-        rc = plan_graph(p, false, true);
+        rc = plan_graph(p, true, true);
+        if (rc == MP_EXIT_INFEASIBLE && !adopted && adopt_placed_order(p, o)) {
+            adopted = true, round = 2;
+            continue;
+        }
+        if (rc == MP_EXIT_INFEASIBLE) return report_infeasible(p, "cannot be met: the arena's placement fragments past it");
         if (rc != MP_EXIT_OK) return rc;
     }
 }
