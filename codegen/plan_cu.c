@@ -10,6 +10,7 @@
  * codegen naming the op and the node: nothing is ever skipped silently. */
 #include <assert.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -284,6 +285,30 @@ static const char *lower_map(cg *c, const mp_node *n)
     }
     /* (64-bit integers travel through double: exact below 2^53) */
     return map(c, fn, nin, n->in, out, f0, f1);
+}
+
+/* Clip with constant bounds (inputs 1 and 2 from opset 11, attributes before):
+ * one map, an absent bound the largest double. */
+static const char *lower_clip(cg *c, const mp_node *n)
+{
+    const char *e = plain_f32(c, n);
+    if (e) return e;
+    double b[2] = {-DBL_MAX, DBL_MAX};
+    bool old = mp_graph_opset(c->g, "") > 0 && mp_graph_opset(c->g, "") < 11;
+    for (int k = 0; k < 2; k++) {
+        if (old) {
+            const mp_attr *a = mp_node_attr(n, k ? "max" : "min");
+            if (a) b[k] = a->f;
+            continue;
+        }
+        int32_t v = vin(n, k + 1);
+        if (v < 0) continue;
+        const mp_tensor *t = V(c, v)->konst;
+        if (!t || !t->data || t->numel != 1) return "bounds that are not constant scalars";
+        b[k] = mp_tensor_get_f64(t, 0);
+    }
+    int32_t x = vin(n, 0);
+    return map(c, MP_FN_CLIP, 1, &x, vout(n, 0), b[0], b[1]);
 }
 
 /* ---- data movement ------------------------------------------------------------------------ */
@@ -886,7 +911,7 @@ static const struct {
     lower_fn fn;
 } ops[] = {
     {"Reshape", lower_view}, {"Flatten", lower_view}, {"Squeeze", lower_view}, {"Unsqueeze", lower_view},
-    {"Identity", lower_view}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
+    {"Identity", lower_view}, {"Clip", lower_clip}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
     {"Split", lower_split}, {"Slice", lower_slice}, {"SliceGrad", lower_slice}, {"Gather", lower_gather},
     {"GatherGrad", lower_gather}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},
     {"MatMulGradA", lower_matmul}, {"MatMulGradB", lower_matmul}, {"SumToShape", lower_sum_to},

@@ -30,7 +30,7 @@
 #define LOSS_RTOL 1e-5 /* fp32 sums in another order (Conv: direct vs im2col + BLAS) */
 
 typedef struct model {
-    const char *path, *args[6];
+    const char *path, *args[8];
     int host;  /* 1: small enough to run on the host runtime; 2: too, but not under the sanitizers (minutes there) */
 } model;
 
@@ -42,6 +42,10 @@ static const model models[] = {
     /* sums of batch x sequence = 1024 terms: the GPU's block-per-output REDUCE */
     {MEMPLAN_SOURCE "/models/gpt_decoder.onnx", {"--batch", "8", "--dim", "sequence=128", "--budget", "70%"}, 1},
     {MEMPLAN_SHARED "/models/third-party/mnist/model.onnx", {"--optimizer", "momentum"}, 1},
+    /* Paddle2ONNX weights as Constants; Clip with constant bounds, HardSigmoid/HardSwish */
+    {MEMPLAN_SHARED "/models/third-party/ppocr-v4/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+     {"--batch", "2", "--dim", "p2o.DynamicDimension.1=48", "--dim", "p2o.DynamicDimension.2=192", "--constants-as-params"},
+     2},
     {MEMPLAN_SOURCE "/models/gpt2_124m.onnx", {"--batch", "1", "--dim", "sequence=512"}, 0}, /* masks too big to fold */
     {TORCH "resnet50_train.onnx", {"--batch", "2"}, 0},
     {TORCH "resnet50.onnx", {"--batch", "2"}, 0},
@@ -83,7 +87,7 @@ static run_result plan(const model *m, const char *out)
 {
     const char *argv[16] = {m->path};
     int n = 1;
-    for (int k = 0; k < 6 && m->args[k]; k++) argv[n++] = m->args[k];
+    for (int k = 0; k < 8 && m->args[k]; k++) argv[n++] = m->args[k];
     bool budget = false;
     for (int k = 1; k < n; k++) budget |= !strcmp(argv[k], "--budget");
     if (!budget) argv[n++] = "--budget", argv[n++] = "100GB";
@@ -169,7 +173,7 @@ START_TEST(host_runtime_matches_cpu)
             free(host);
         }
         char how[128] = "";
-        for (int k = 0; k < 6 && m->args[k]; k++)
+        for (int k = 0; k < 8 && m->args[k]; k++)
             snprintf(how + strlen(how), sizeof how - strlen(how), " %s", m->args[k]);
         printf("  %s%s: losses %.6g %.6g %.6g on the host runtime (threads and blocks) and on the CPU executor (relative <= %g)\n",
                basename((char *)m->path), how, hl[0], hl[1], hl[2], LOSS_RTOL);

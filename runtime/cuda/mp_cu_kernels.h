@@ -128,6 +128,7 @@ MP_HD double mp_cu_fn(int fn, double u, double v, double w, const double *f)
     case MP_FN_HARD_SWISH: return u * fmax(0.0, fmin(1.0, u / 6 + 0.5));
     case MP_FN_SCALE: return f[0] * u / f[1];
     case MP_FN_LEAKY_RELU: return u >= 0 ? u : f[0] * u;
+    case MP_FN_CLIP: return u < f[0] ? f[0] : u > f[1] ? f[1] : u; /* as the CPU kernel: NaN stays NaN */
     case MP_FN_ADD: return u + v;
     case MP_FN_SUB: return u - v;
     case MP_FN_MUL: return u * v;
