@@ -300,65 +300,14 @@ mp_tensor *mp_tensor_new(mp_arena *a, mp_dtype t, int rank, const int64_t *dims)
     return x;
 }
 
-static float half_to_float(uint16_t h)
-{
-    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
-    if (e == 0) {
-        if (m == 0) {
-            bits = s;
-        } else { /* subnormal */
-            e = 127 - 15 + 1;
-            while (!(m & 0x400)) {
-                m <<= 1;
-                e--;
-            }
-            bits = s | (e << 23) | ((m & 0x3ff) << 13);
-        }
-    } else if (e == 31) {
-        bits = s | 0x7f800000u | (m << 13);
-    } else {
-        bits = s | ((e - 15 + 127) << 23) | (m << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static uint16_t float_to_half(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t s = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
-    if (e == 0xff) return (uint16_t)(s | 0x7c00 | (m ? 0x200 : 0));
-    int ne = (int)e - 127 + 15;
-    if (ne >= 31) return (uint16_t)(s | 0x7c00);
-    if (ne <= 0) {
-        if (ne < -10) return (uint16_t)s;
-        m |= 0x800000;
-        int shift = 14 - ne;
-        uint32_t hm = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (hm & 1))) hm++;
-        return (uint16_t)(s | hm);
-    }
-    uint32_t hm = m >> 13, rem = m & 0x1fff;
-    uint32_t h = s | ((uint32_t)ne << 10) | hm;
-    if (rem > 0x1000 || (rem == 0x1000 && (hm & 1))) h++;
-    return (uint16_t)h;
-}
-
 double mp_tensor_get_f64(const mp_tensor *t, int64_t i)
 {
     const void *p = t->data;
     switch (t->dtype) {
     case MP_FLOAT: return ((const float *)p)[i];
     case MP_DOUBLE: return ((const double *)p)[i];
-    case MP_FLOAT16: return half_to_float(((const uint16_t *)p)[i]);
-    case MP_BFLOAT16: {
-        uint32_t b = (uint32_t)((const uint16_t *)p)[i] << 16;
-        float f;
-        memcpy(&f, &b, 4);
-        return f;
-    }
+    case MP_FLOAT16: return mp_f16_to_f32(((const uint16_t *)p)[i]);
+    case MP_BFLOAT16: return mp_bf16_to_f32(((const uint16_t *)p)[i]);
     case MP_UINT64: return (double)((const uint64_t *)p)[i];
     default: return (double)mp_tensor_get_i64(t, i);
     }
@@ -412,16 +361,8 @@ void mp_tensor_set_f64(mp_tensor *t, int64_t i, double v)
     switch (t->dtype) {
     case MP_FLOAT: ((float *)p)[i] = (float)v; break;
     case MP_DOUBLE: ((double *)p)[i] = v; break;
-    case MP_FLOAT16: ((uint16_t *)p)[i] = float_to_half((float)v); break;
-    case MP_BFLOAT16: {
-        float f = (float)v;
-        uint32_t b;
-        memcpy(&b, &f, 4);
-        if (f != f) b = (b & 0x80000000u) | 0x7fc00000u; /* NaN stays a (quiet) NaN: rounding could carry it to inf */
-        else b += 0x7fff + ((b >> 16) & 1);             /* round to nearest even */
-        ((uint16_t *)p)[i] = (uint16_t)(b >> 16);
-        break;
-    }
+    case MP_FLOAT16: ((uint16_t *)p)[i] = mp_f32_to_f16((float)v); break;
+    case MP_BFLOAT16: ((uint16_t *)p)[i] = mp_f32_to_bf16((float)v); break;
     default:
         if (!(v == v)) v = 0;
         if (v >= 9.2e18) v = 9.2e18;

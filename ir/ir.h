@@ -352,6 +352,14 @@ const char *mp_value_type_str(const mp_graph *g, const mp_value *v, char *buf, s
 mp_tensor *mp_tensor_new(mp_arena *a, mp_dtype t, int rank, const int64_t *dims);  /* zeroed data */
 /* Element i converted to int64 / double (any numeric or bool dtype). */
 int64_t mp_tensor_get_i64(const mp_tensor *t, int64_t i);
+/* 16-bit floats (ir/half.c): widening is exact; rounding to float16 /
+ * bfloat16 is round-to-nearest-even, float16 with subnormals and overflow to
+ * inf; NaN stays NaN (quiet, sign and top payload bits kept). */
+float mp_f16_to_f32(uint16_t h);
+float mp_bf16_to_f32(uint16_t h);
+uint16_t mp_f32_to_f16(float f);
+uint16_t mp_f32_to_bf16(float f);
+
 double mp_tensor_get_f64(const mp_tensor *t, int64_t i);
 void mp_tensor_set_i64(mp_tensor *t, int64_t i, int64_t v);
 void mp_tensor_set_f64(mp_tensor *t, int64_t i, double v);

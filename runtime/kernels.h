@@ -99,15 +99,8 @@ void *mp_scratch_alloc(mp_scratch *s, size_t bytes);
 /* Same, for n elements of size elem (fails on overflow). */
 void *mp_scratch_array(mp_scratch *s, int64_t n, size_t elem);
 
-/* ---- 16-bit floats (runtime/cpu_half.c) --------------------------------- */
+/* ---- 16-bit float arrays (runtime/cpu_half.c; the scalar conversions are ir/half.c's) ---- */
 
-/* Widening is exact; rounding to float16 / bfloat16 is round-to-nearest-even,
- * float16 with subnormals and overflow to inf; NaN stays NaN (quiet, sign and
- * top payload bits kept). */
-float mp_f16_to_f32(uint16_t h);
-float mp_bf16_to_f32(uint16_t h);
-uint16_t mp_f32_to_f16(float f);
-uint16_t mp_f32_to_bf16(float f);
 /* True for MP_FLOAT16 and MP_BFLOAT16. */
 bool mp_dtype_is_half(mp_dtype t);
 /* n elements of 16-bit float type t to fp32, and back (rounding). */
