@@ -120,6 +120,22 @@ START_TEST(test_training_identity_peak)
 }
 END_TEST
 
+/* The step's graph order, its lifetimes and the rgraph built from them (no GPU: unit costs). */
+static void rgraph_of(const mp_graph *g, mp_schedule *s, mp_lifetimes *lt, mp_rgraph *rg)
+{
+    mp_err err = {{0}};
+    ck_assert_msg(mp_schedule_graph_order(g, s, &err) == 0, "%s", err.msg);
+    ck_assert_msg(mp_lifetime_compute(g, s, lt, &err) == 0, "%s", err.msg);
+    ck_assert_msg(mp_rgraph_from_training(g, s, lt, NULL, rg, &err) == 0, "%s", err.msg);
+}
+
+static void rgraph_free(mp_schedule *s, mp_lifetimes *lt, mp_rgraph *rg)
+{
+    mp_rgraph_free(rg);
+    mp_lifetime_free(lt);
+    mp_schedule_free(s);
+}
+
 /* Dropout's outputs are pinned (not recomputable identically), its node never rerun. */
 START_TEST(test_training_pins)
 {
@@ -128,10 +144,8 @@ START_TEST(test_training_pins)
     mp_err err = {{0}};
     mp_schedule s;
     mp_lifetimes lt;
-    ck_assert_int_eq(mp_schedule_graph_order(g, &s, &err), 0);
-    ck_assert_int_eq(mp_lifetime_compute(g, &s, &lt, &err), 0);
     mp_rgraph rg;
-    ck_assert_int_eq(mp_rgraph_from_training(g, &s, &lt, NULL, &rg, &err), 0);
+    rgraph_of(g, &s, &lt, &rg);
     int pinned = 0;
     for (int32_t i = 0; i < rg.nnodes; i++) {
         const mp_node *nd = &g->nodes[s.order[i]];
@@ -151,9 +165,7 @@ START_TEST(test_training_pins)
     mp_schedule half = {s.order, s.n - 1};
     mp_rgraph bad;
     ck_assert_int_eq(mp_rgraph_from_training(g, &half, &lt, NULL, &bad, &err), -1);
-    mp_rgraph_free(&rg);
-    mp_lifetime_free(&lt);
-    mp_schedule_free(&s);
+    rgraph_free(&s, &lt, &rg);
     mp_onnx_close(mdl);
 }
 END_TEST
@@ -171,13 +183,10 @@ START_TEST(test_training_identity_dropout)
     mp_train_opts o = mp_train_defaults();
     mp_model *mdl = load_step_with(path, 1, &o);
     mp_graph *g = mdl->graph;
-    mp_err err = {{0}};
     mp_schedule s;
     mp_lifetimes lt;
-    ck_assert_int_eq(mp_schedule_graph_order(g, &s, &err), 0);
-    ck_assert_int_eq(mp_lifetime_compute(g, &s, &lt, &err), 0);
     mp_rgraph rg;
-    ck_assert_int_eq(mp_rgraph_from_training(g, &s, &lt, NULL, &rg, &err), 0);
+    rgraph_of(g, &s, &lt, &rg);
     int identities = 0;
     for (int32_t i = 0; i < rg.nnodes; i++) {
         const mp_node *nd = &g->nodes[s.order[i]];
@@ -189,9 +198,7 @@ START_TEST(test_training_identity_dropout)
             if (rg.value_id[v] == lt.owner[nd->in[0]]) ck_assert(!rg.pinned[v]);
     }
     ck_assert_int_ge(identities, 12); /* one per MLP block at least */
-    mp_rgraph_free(&rg);
-    mp_lifetime_free(&lt);
-    mp_schedule_free(&s);
+    rgraph_free(&s, &lt, &rg);
     mp_onnx_close(mdl);
 }
 END_TEST
