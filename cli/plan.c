@@ -198,6 +198,10 @@ typedef struct plan {
     bool placed_fallback;       /* the order was taken because its arena fits where the ILP's plans fragmented */
     bool have_least;            /* the least-peak search ran (it is slow: once per plan) */
     int64_t least_peak, least_lower;
+    bool have_base_least;       /* least_baseline ran */
+    int64_t base_least;         /* the least peak a baseline reaches below least_peak; INT64_MAX: none does */
+    mp_rbaseline base_least_of; /* that baseline, */
+    int64_t base_least_target;  /* at that target */
     mp_rplan least;
     char ilp_failed[sizeof(mp_err)]; /* the solver found no plan in time (not an infeasibility proof) */
     uint8_t *recomputed;        /* nvalues: recomputed by the order */
@@ -225,7 +229,7 @@ static void plan_free(plan *p)
     mp_rgraph_free(&p->rg);
     free(p->recomputed);
     if (p->onnx) mp_cli_step_free(&p->step);
-    p->have_rp = p->have_sp = p->have_least = false;
+    p->have_rp = p->have_sp = p->have_least = p->have_base_least = false;
     p->recomputed = NULL;
     p->onnx = false;
 }
@@ -259,16 +263,23 @@ static int least_peak(plan *p, mp_err *err)
 static bool plan_recordable(const mp_cli_opts *o);
 static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po);
 
-/* Baseline b's recounted peak under target t; -1 when it does not fit (greedy). */
-static int64_t baseline_peak(plan *p, mp_rbaseline b, int64_t t)
+/* Baseline b's order under target t, recounted into c; false when greedy
+ * cannot fit t (or the count fails). */
+static bool baseline_count(plan *p, mp_rbaseline b, int64_t t, mp_rcount *c)
 {
     mp_err err = {{0}};
     mp_rsched s;
-    mp_rcount c;
-    if (mp_remat_baseline(&p->rg, b, t, &s, &err)) return -1;
-    int64_t peak = mp_rsched_count(&p->rg, &s, &c, &err) ? -1 : c.peak_bytes;
+    if (mp_remat_baseline(&p->rg, b, t, &s, &err)) return false;
+    bool ok = mp_rsched_count(&p->rg, &s, c, &err) == 0;
     mp_rsched_free(&s);
-    return peak;
+    return ok;
+}
+
+/* Its recounted peak; -1 when it does not fit. */
+static int64_t baseline_peak(plan *p, mp_rbaseline b, int64_t t)
+{
+    mp_rcount c;
+    return baseline_count(p, b, t, &c) ? c.peak_bytes : -1;
 }
 
 /* The least peak below hi that a baseline reaches: the ILP strategy takes a
@@ -296,6 +307,37 @@ static int64_t least_baseline_peak(plan *p, int64_t hi, mp_rbaseline *which, int
     return top;
 }
 
+/* least_baseline_peak below the least-peak plan's, once per plan (greedy's
+ * bisection is not cheap); call least_peak first. */
+static void least_baseline(plan *p)
+{
+    if (p->have_base_least) return;
+    p->have_base_least = true;
+    mp_rbaseline which = MP_RBASE_NONE;
+    int64_t target = 0, b = least_baseline_peak(p, p->least_peak, &which, &target);
+    p->base_least = b < p->least_peak ? b : INT64_MAX;
+    p->base_least_of = which;
+    p->base_least_target = target;
+}
+
+/* The orders the exit-3 line places and fit_arena falls back to: 0 the
+ * least-peak plan's, 1 the least baseline's (only when it goes lower), 2 store
+ * everything. *from as plan.order_from. Call least_peak first. */
+static int candidate_order(plan *p, int k, mp_rsched *s, int *from, mp_err *err)
+{
+    if (k == 0) {
+        *from = -1;
+        return mp_rplan_emit(&p->sp, &p->least, s, err);
+    }
+    if (k == 1) {
+        least_baseline(p);
+        *from = (int)p->base_least_of;
+        return p->base_least == INT64_MAX ? -1 : mp_remat_baseline(&p->rg, p->base_least_of, p->base_least_target, s, err);
+    }
+    *from = MP_RBASE_NONE;
+    return mp_rsched_identity(&p->rg, s, err); /* a copy of p->identity the caller owns */
+}
+
 /* The exit-3 line: the budget, the smallest feasible budget, what dominates it. */
 static int report_infeasible(plan *p, const char *why)
 {
@@ -305,11 +347,11 @@ static int report_infeasible(plan *p, const char *why)
         return MP_EXIT_USAGE;
     }
     int64_t min_peak = p->least_peak, lower = p->least_lower;
-    const mp_rplan mp = p->least;
     /* the live set at the min-peak plan's peak, and the resident part of it */
     mp_rsched o;
     mp_rcount c = {0};
-    bool have = mp_rplan_emit(&p->sp, &mp, &o, &err) == 0 && mp_rsched_count(&p->rg, &o, &c, &err) == 0;
+    int from;
+    bool have = candidate_order(p, 0, &o, &from, &err) == 0 && mp_rsched_count(&p->rg, &o, &c, &err) == 0;
     int32_t at = have && c.peak_entry >= 0 && c.peak_entry < o.n ? o.node[c.peak_entry] : -1;
     int64_t footprint = 0; /* what the node at the peak needs at once: its inputs and outputs */
     for (int32_t k = at >= 0 ? p->rg.in_off[at] : 0; at >= 0 && k < p->rg.in_off[at + 1]; k++)
@@ -327,12 +369,11 @@ static int report_infeasible(plan *p, const char *why)
     }
     if (have && c.peak_bytes > min_peak) min_peak = c.peak_bytes; /* the recount is the referee */
     if (p->strategy == STRATEGY_ILP) { /* a baseline's order may go lower than the program's space */
-        mp_rbaseline which = MP_RBASE_NONE;
-        int64_t target = 0, b = least_baseline_peak(p, min_peak, &which, &target);
-        if (b < min_peak) {
+        least_baseline(p);
+        if (p->base_least < min_peak) {
             if (have) mp_rsched_free(&o);
-            have = mp_remat_baseline(&p->rg, which, target, &o, &err) == 0;
-            min_peak = b, lower = lower < b ? lower : b;
+            have = candidate_order(p, 1, &o, &from, &err) == 0;
+            min_peak = p->base_least, lower = lower < min_peak ? lower : min_peak;
         }
     }
     /* that order placed: when its arena fragments past its live bytes, the
@@ -548,14 +589,9 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
     }
     if (mark_recomputed(p)) return MP_EXIT_USAGE;
     for (int b = 0; baselines && b < MP_RBASE_COUNT; b++) {
-        mp_rsched s;
         mp_rcount c;
         baseline_row *r = &p->rows[b];
-        r->ok = mp_remat_baseline(&p->rg, (mp_rbaseline)b, p->target, &s, &err) == 0;
-        if (r->ok) {
-            r->ok = mp_rsched_count(&p->rg, &s, &c, &err) == 0;
-            mp_rsched_free(&s);
-        }
+        r->ok = baseline_count(p, (mp_rbaseline)b, p->target, &c);
         if (r->ok) {
             r->peak = c.peak_bytes;
             r->overhead_pct = overhead_pct(p, c.recompute_cost);
@@ -912,15 +948,11 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
     mp_err err = {{0}};
     mp_plan_opts po;
     plan_opts_of(p, o, &po);
-    mp_rbaseline which = MP_RBASE_NONE;
-    int64_t target = 0;
     if (least_peak(p, &err)) return false;
-    int64_t least = least_baseline_peak(p, p->least_peak, &which, &target);
     for (int k = 0; k < 3; k++) {
         mp_rsched s = {0};
-        if (k == 0 && mp_rplan_emit(&p->sp, &p->least, &s, &err)) continue;
-        if (k == 1 && (least >= p->least_peak || mp_remat_baseline(&p->rg, which, target, &s, &err))) continue;
-        if (k == 2 && mp_rsched_identity(&p->rg, &s, &err)) continue;
+        int from;
+        if (candidate_order(p, k, &s, &from, &err)) continue;
         mp_plan_info info = {0};
         mp_rcount c;
         if (mp_plan_measure(o->model, &po, &s, &info, &err) || info.arena_bytes > p->usable ||
@@ -931,7 +963,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
         forget_solution(p);
         p->order = s;
         p->count = c;
-        p->order_from = k == 0 ? -1 : k == 1 ? (int)which : MP_RBASE_NONE;
+        p->order_from = from;
         if (k == 0) p->status = "min-peak";
         p->placed_fallback = true;
         return mark_recomputed(p) == 0;
