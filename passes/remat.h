@@ -216,6 +216,20 @@ int mp_remat_min_peak_range(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
                             mp_err *err);
 int mp_remat_min_peak(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *peak, mp_rplan *p, mp_err *err);
 
+/* ---- a bound on every plan (remat_bound.c) ---- */
+
+/* A lower bound on the recompute cost of every order that runs rg's schedule
+ * with recomputations inserted and peaks at most budget - any plan, not only
+ * those of the ILP's space: at a step t where store-everything memory exceeds
+ * the budget, values away at t must be made again after t, from inputs that
+ * were present at t or made again too; *cost is the largest minimum of that
+ * (LP, or 0/1 on small programs) over the steps tried, largest memory first,
+ * within seconds (the first step: 5x), *step its step (-1: no step exceeds the
+ * budget or none was solved in time, *cost 0). *cost is INFINITY when no plan
+ * fits at some step. */
+int mp_remat_any_plan_bound(const mp_rgraph *rg, int64_t budget, double seconds, double *cost, int32_t *step,
+                            mp_err *err);
+
 /* ---- baselines (remat_baselines.c): orders, counted with mp_rsched_count ---- */
 
 typedef enum mp_rbaseline {

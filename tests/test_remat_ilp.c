@@ -272,9 +272,25 @@ static double solve_checked(const mp_rgraph *rg, const mp_rspace *sp, int64_t bu
     return info->objective;
 }
 
+/* The bound on every plan at budget: never above the least cost of the
+ * space's plans (they are plans), 0 at step -1 when nothing exceeds it. */
+static double any_plan_bound_checked(const mp_rgraph *rg, const mp_rspace *sp, int64_t budget, double least)
+{
+    mp_err err = {""};
+    double bound;
+    int32_t step;
+    ck_assert_msg(!mp_remat_any_plan_bound(rg, budget, 10, &bound, &step, &err), "%s", err.msg);
+    if (budget >= sp->base_peak) ck_assert(bound == 0 && step == -1);
+    else ck_assert(step >= 0 && step < rg->nnodes && bound >= 0);
+    if (isfinite(least)) ck_assert_msg(bound <= least + 1e-9, "budget %lld: bound %g above a plan's cost %g",
+                                       (long long)budget, bound, least);
+    return bound;
+}
+
 START_TEST(oracle)
 {
     int32_t tested = 0, budgets = 0, with_drops = 0, nontrivial = 0, several = 0, cheaper = 0, inside = 0;
+    int32_t bounded = 0, tight = 0;
     for (uint64_t seed = 1; tested < 250; seed++) {
         ck_assert_msg(seed < 2000, "too few instances small enough to enumerate");
         tgraph tg;
@@ -362,6 +378,9 @@ START_TEST(oracle)
             ck_assert_msg(want <= single, "seed %llu budget %lld: groups %g, one gap %g", (unsigned long long)seed,
                           (long long)b[k], want, single);
             cheaper += want < single;
+            double bound = any_plan_bound_checked(&rg, &sp, b[k], want);
+            bounded += bound > 0 && isfinite(bound);
+            tight += bound > 0 && fabs(bound - want) < 1e-9;
             prev = obj;
             budgets++;
             nontrivial += want > 0 && isfinite(want);
@@ -374,8 +393,11 @@ START_TEST(oracle)
         tg_free(&tg);
     }
     printf("oracle: %d instances (%d with droppable values), %d budgets, %d with a recompute cost; %d values with "
-           "several gaps, %d budgets cheaper than with one gap per value, %d candidates making an input inside\n",
-           tested, with_drops, budgets, nontrivial, several, cheaper, inside);
+           "several gaps, %d budgets cheaper than with one gap per value, %d candidates making an input inside; "
+           "the bound on every plan is above 0 at %d budgets, equal to the least cost at %d\n",
+           tested, with_drops, budgets, nontrivial, several, cheaper, inside, bounded, tight);
+    ck_assert_int_ge(bounded, 100);
+    ck_assert_int_ge(tight, 50);
     ck_assert_int_ge(several, 50);
     ck_assert_int_ge(cheaper, 1);
     ck_assert_int_ge(inside, 20);
@@ -442,6 +464,18 @@ START_TEST(chain)
         ck_assert_double_eq(solve_checked(&rg, &sp, want[k].budget, &info), want[k].cost);
         ck_assert_int_eq(info.model_peak, want[k].peak);
     }
+    /* The bound on every plan, by hand. At bw2 (step 4) its inputs and output
+     * take 12 B and a, b must stay or be made again; at f2 (step 2) b, c take
+     * 20 and a crosses it. 31, 30: 2 B or more must go at bw2, b is cheapest
+     * (2). 29: 9 B are left for a at f2, so a goes (5). 21: 9 B at bw2, both
+     * go (5 + 2), below the space's 12 (a is made twice there, which the bound
+     * does not see). */
+    const struct {
+        int64_t budget;
+        double bound;
+    } any[] = {{32, 0}, {31, 2}, {30, 2}, {29, 5}, {22, 5}, {21, 7}};
+    for (size_t k = 0; k < sizeof any / sizeof *any; k++)
+        ck_assert_double_eq_tol(any_plan_bound_checked(&rg, &sp, any[k].budget, want[k].cost), any[k].bound, 1e-9);
     /* at 30 the plan drops b and recomputes it with f1 just before bw1 */
     mp_rplan p;
     mp_rsolve_info info;
