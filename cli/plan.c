@@ -25,9 +25,10 @@ const char *const mp_cli_strategy_names[] = {"ilp", "none", "all", "sqrt", "gree
 enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 
 #define DEFAULT_RESERVE (INT64_C(512) << 20)
-#define DEFAULT_TIME_LIMIT 2.0
+#define DEFAULT_TIME_LIMIT 1.5 /* with the rest of the command, ResNet-50 and GPT-2 plan in 2 s (docs/benchmarks.md) */
 #define MAX_TIME_LIMIT 86400.0
 #define BATCH_MAX_CAP (INT64_C(1) << 20)
+#define ANY_BOUND_SECONDS 0.2 /* for the bound on every plan: it is only a report */
 
 static double mib(int64_t b) { return b / (1024.0 * 1024.0); }
 
@@ -207,6 +208,8 @@ typedef struct plan {
     uint8_t *recomputed;        /* nvalues: recomputed by the order */
     int32_t nkept, nrecomputed, ndroppable; /* values (a value may have several groups in sp) */
     baseline_row rows[MP_RBASE_COUNT];
+    double any_bound;           /* no plan that fits the usable budget recomputes less (mp_remat_any_plan_bound) */
+    int32_t any_bound_step;     /* the step that gives it; -1: not computed, or no step exceeds the budget */
     /* --batch max */
     bool batch_max;
     int64_t batch, batch_plain; /* largest batch that fits with recomputation, without */
@@ -681,6 +684,9 @@ static void print_plan_text(FILE *f, const plan *p)
                 p->order_from >= 0 ? " (bounds of the ILP's decision space, docs/ilp.md)" : "");
     else
         fprintf(f, "%-18s%s (no solver run)\n", "solver", p->status);
+    if (p->any_bound_step >= 0)
+        fprintf(f, "%-18s%.2f %% overhead: no plan that fits recomputes less (at %.60s; docs/ilp.md)\n", "any plan",
+                overhead_pct(p, p->any_bound), p->rg.node_name[p->any_bound_step]);
     fprintf(f, "%-18s%14s %10s %6s\n", "compared", "peak (MiB)", "overhead", "fits");
     char chosen[32];
     snprintf(chosen, sizeof chosen, "plan (%s)", mp_cli_strategy_names[p->strategy]);
@@ -778,6 +784,11 @@ static void plan_json(mp_json *j, const void *ctx)
     mp_json_key(j, "lp_bound");
     if (p->solved) mp_json_num(j, p->info.lp_bound);
     else mp_json_null(j);
+    mp_json_key(j, "any_plan_bound"); /* every plan's, not only the ILP space's (docs/ilp.md) */
+    if (p->any_bound_step >= 0) mp_json_num(j, p->any_bound);
+    else mp_json_null(j);
+    mp_json_key(j, "any_plan_bound_node");
+    mp_json_str(j, p->any_bound_step >= 0 ? p->rg.node_name[p->any_bound_step] : NULL);
     mp_json_end(j);
     mp_json_key(j, "baselines");
     mp_json_begin_object(j);
@@ -1134,7 +1145,7 @@ static int check_options(const mp_cli_opts *o)
 int mp_cmd_plan(const mp_cli_opts *o)
 {
     if (check_options(o)) return MP_EXIT_USAGE;
-    plan p = {.o = o};
+    plan p = {.o = o, .any_bound_step = -1};
     mp_err err = {{0}};
     if (o->gpu || !o->graph_json) {
         p.gpu = mp_gpu_find(o->gpu ? o->gpu : MP_GPU_DEFAULT, &err);
@@ -1164,6 +1175,10 @@ int mp_cmd_plan(const mp_cli_opts *o)
     if (rc == MP_EXIT_OK) rc = fit_arena(&p, &bo);
     if (rc != MP_EXIT_OK) goto done;
     rc = MP_EXIT_USAGE;
+    if (mp_remat_any_plan_bound(&p.rg, p.usable, ANY_BOUND_SECONDS, &p.any_bound, &p.any_bound_step, &err)) {
+        mp_cli_model_error(p.source, err.msg);
+        goto done;
+    }
     if (mp_cli_render(p.source, render, &p, o->json, &out, &outlen)) goto done;
     if (o->schedule && mp_rsched_write_json(&p.rg, &p.order, o->schedule, &err)) {
         mp_cli_error("--schedule: %s", err.msg);

@@ -433,13 +433,17 @@ START_TEST(test_json_fields)
     ck_assert_int_eq(d.node[path_get(&d, "plan.kept")].type, MP_JARR);
     ck_assert_int_gt(d.node[path_get(&d, "plan.recomputed")].count, 0); /* 90% needs some recomputation */
     ck_assert_str_eq(d.node[path_get(&d, "plan.gpu")].str, "h100");
+    /* the bound on every plan: above 0 (90% must recompute), never above this plan's cost */
+    ck_assert_double_gt(jnum(&d, "solver.any_plan_bound"), 0);
+    ck_assert_double_le(jnum(&d, "solver.any_plan_bound"), jnum(&d, "plan.recompute_cost") * (1 + 1e-9));
+    ck_assert_int_eq(d.node[path_get(&d, "solver.any_plan_bound_node")].type, MP_JSTR);
     mp_jdoc_free(&d);
     run_free(&r);
     /* text: the memory report, then the plan */
     r = RUN(MODEL("cnn_bn.onnx"), "--batch", "8", "--budget", "90%", "--reserve", "0");
     ck_assert_msg(r.status == 0, "%s", r.err);
     static const char *const lines[] = {"memory (MiB)", "budget ", "reserve ", "usable ", "strategy ", "planned peak ",
-                                        "recompute ", "values ", "solver ", "greedy"};
+                                        "recompute ", "values ", "solver ", "any plan ", "greedy"};
     for (size_t k = 0; k < sizeof lines / sizeof *lines; k++)
         ck_assert_msg(strstr(r.out, lines[k]), "no '%s' in\n%s", lines[k], r.out);
     run_free(&r);
