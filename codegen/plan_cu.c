@@ -200,8 +200,10 @@ static const char *fill(cg *c, int32_t id, double v)
     return NULL;
 }
 
-/* out = fn(ins...) elementwise, inputs broadcast to out's dims. */
-static const char *map(cg *c, int fn, int nin, const int32_t *in, int32_t out, double f0, double f1)
+/* out = fn(ins...) elementwise over out's dims, input k read through strides
+ * str[k] (NULL: broadcast, right-aligned, to out's dims). */
+static const char *map_views(cg *c, int fn, int nin, const int32_t *in, const int64_t (*str)[MP_CU_MAX_RANK], int32_t out,
+                             double f0, double f1)
 {
     int64_t d[MP_CU_MAX_RANK], s[MP_CU_MAX_RANK];
     int r = dims_of(c, out, d);
@@ -211,13 +213,20 @@ static const char *map(cg *c, int fn, int nin, const int32_t *in, int32_t out, d
     memcpy(I->p + 3, d, (size_t)r * sizeof *d);
     for (int k = 0; k < nin; k++) {
         if (in[k] < 0) return "an absent operand";
-        bcast_strides(c, in[k], r, d, s);
+        if (str) memcpy(s, str[k], sizeof s);
+        else bcast_strides(c, in[k], r, d, s);
         put_view(I->p + 3 + r + k * (r + 1), 0, r, s);
         I->t[k] = T(c, in[k]);
     }
     I->t[nin] = T(c, out);
     I->f[0] = f0, I->f[1] = f1;
     return NULL;
+}
+
+/* out = fn(ins...) elementwise, inputs broadcast to out's dims. */
+static const char *map(cg *c, int fn, int nin, const int32_t *in, int32_t out, double f0, double f1)
+{
+    return map_views(c, fn, nin, in, NULL, out, f0, f1);
 }
 
 /* out[j] = sum over B of x[A(j) + B(k)] / div, A over out's elements. */
@@ -580,6 +589,77 @@ static const char *lower_gap(cg *c, const mp_node *n)
     return reduce(c, x, y, 1, &planes, &sp, 1, &sp, &one, (double)sp);
 }
 
+/* The axes a Reduce* node (or its gradient) reduces, read as runtime/cpu_reduce.c
+ * and cpu_grad.c read them: input 1 (from opset input_since; the gradients
+ * whenever they have it) or the attribute. None: every axis, or none with
+ * noop_with_empty_axes. */
+static const char *reduce_axes(cg *c, const mp_node *n, int rank, bool grad, int64_t input_since, bool *red)
+{
+    int64_t ax[MP_CU_MAX_RANK];
+    int na = 0;
+    if (grad ? vin(n, 1) >= 0 : mp_graph_opset(c->g, n->domain) >= input_since) {
+        const mp_tensor *k = vin(n, 1) >= 0 ? V(c, vin(n, 1))->konst : NULL;
+        if (vin(n, 1) >= 0 && !(k && !k->numel) && (na = konst_ints(c, vin(n, 1), ax, MP_CU_MAX_RANK)) < 0)
+            return "axes that are not constants";
+    } else {
+        const int64_t *a;
+        na = mp_attr_ints(n, "axes", &a);
+        if (na > MP_CU_MAX_RANK) return "too many axes";
+        for (int i = 0; i < na; i++) ax[i] = a[i];
+        if (na < 0) na = 0;
+    }
+    bool noop = mp_attr_int(n, "noop_with_empty_axes", 0) != 0;
+    for (int a = 0; a < rank; a++) red[a] = !na && !noop;
+    for (int i = 0; i < na; i++) {
+        int64_t a = norm_axis(ax[i], rank);
+        if (a < 0 || a >= (rank ? rank : 1)) return "an axis out of range";
+        if (a < rank) red[a] = true;
+    }
+    return NULL;
+}
+
+static const struct {
+    const char *op;
+    int64_t input_since; /* the opset from which axes are an input */
+    bool mean, grad;
+} reduce_ops[] = {
+    {"ReduceSum", 13, false, false}, {"ReduceMean", 18, true, false},
+    {"ReduceSumGrad", 0, false, true}, {"ReduceMeanGrad", 0, true, true},
+};
+
+/* ReduceSum / ReduceMean: one REDUCE over the reduced axes of x (keepdims
+ * changes no element order); a no-op is a copy. Their gradients: dY read
+ * with stride 0 along the reduced axes, scaled by 1 / count for the mean. */
+static const char *lower_reduce(cg *c, const mp_node *n)
+{
+    size_t k = 0;
+    while (strcmp(reduce_ops[k].op, n->op_type)) k++;
+    bool mean = reduce_ops[k].mean, grad = reduce_ops[k].grad;
+    int32_t x = vin(n, 0), y = vout(n, 0), big = grad ? y : x;
+    if (x < 0 || y < 0) return "missing operands";
+    if (!mp_dtype_is_float(V(c, x)->dtype) || V(c, x)->dtype != V(c, y)->dtype) return "operands other than one float type";
+    int r = V(c, big)->rank;
+    bool red[MP_CU_MAX_RANK];
+    int64_t bs[MP_CU_MAX_RANK], ad[MP_CU_MAX_RANK], as[MP_CU_MAX_RANK], bd[MP_CU_MAX_RANK], rs[MP_CU_MAX_RANK], cnt = 1, kept = 1;
+    const char *e = reduce_axes(c, n, r, grad, reduce_ops[k].input_since, red);
+    if (e) return e;
+    strides_of(c, big, bs);
+    int ra = 0, rb = 0;
+    for (int a = 0; a < r; a++) {
+        int64_t d = dim(c, big, a);
+        if (red[a]) bd[rb] = d, rs[rb++] = bs[a], cnt *= d;
+        else ad[ra] = d, as[ra++] = bs[a], kept *= d;
+    }
+    if (numel(c, grad ? x : y) != kept) return "an output whose size is not the reduction's";
+    if (!grad) return rb ? reduce(c, x, y, ra, ad, as, rb, bd, rs, mean ? (double)cnt : 1) : copy_value(c, x, y);
+    if (tview(c, x)) return "a transposed view operand";
+    int64_t kd[MP_CU_MAX_RANK], str[1][MP_CU_MAX_RANK];
+    for (int a = 0; a < r; a++) kd[a] = red[a] ? 1 : dim(c, y, a);
+    contiguous(r, kd, str[0]);
+    for (int a = 0; a < r; a++) str[0][a] = red[a] ? 0 : str[0][a];
+    return map_views(c, MP_FN_SCALE, 1, &x, (const int64_t(*)[MP_CU_MAX_RANK])str, y, mean && cnt ? 1.0 / (double)cnt : 1.0, 1);
+}
+
 /* outer x d x inner of the softmax axis (opset < 13: the dims from axis on, flattened). */
 static const char *softmax_geom(cg *c, const mp_node *n, int32_t x, int64_t *outer, int64_t *d, int64_t *inner)
 {
@@ -808,6 +888,190 @@ static const char *lower_pool(cg *c, const mp_node *n)
     return window_op(c, MP_CU_POOL_DX, p, numel(c, x), y, xin, ind, x);
 }
 
+/* ConvTranspose is the data gradient of the Conv of its output Y by the same
+ * W: MP_CU_CONV_DX (cuDNN's backward data on the GPU) with X in dY's place,
+ * then the bias. Pads as runtime/cpu_conv.c derives them (from the output
+ * size for output_shape and SAME, else the attribute, checked). */
+static const char *lower_conv_transpose(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), w = vin(n, 1), b = vin(n, 2), y = vout(n, 0);
+    const char *e = plain_f32(c, n);
+    if (e) return e;
+    if (x < 0 || w < 0 || y < 0) return "missing operands";
+    int r = V(c, x)->rank, sp = r - 2;
+    if (r < 3 || V(c, w)->rank != r || V(c, y)->rank != r || sp > MP_CU_MAXSP) return "other than 1 to 3 spatial dims";
+    int64_t grp = mp_attr_int(n, "group", 1), N = dim(c, x, 0), C = dim(c, x, 1);
+    if (grp < 1 || C % grp || dim(c, w, 0) != C) return "channels that do not match the groups";
+    int64_t mg = dim(c, w, 1), M = mg * grp;
+    if (dim(c, y, 0) != N || dim(c, y, 1) != M || (b >= 0 && (V(c, b)->rank != 1 || dim(c, b, 0) != M)))
+        return "Y or B channels that do not match W";
+    const int64_t *ss, *ds, *ps, *ops, *osh;
+    int ns = mp_attr_ints(n, "strides", &ss), nd = mp_attr_ints(n, "dilations", &ds);
+    int np = mp_attr_ints(n, "pads", &ps), nop = mp_attr_ints(n, "output_padding", &ops);
+    bool has_shape = mp_attr_ints(n, "output_shape", &osh) >= 0;
+    const char *ap = mp_attr_str(n, "auto_pad", "NOTSET");
+    bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+    if ((ns >= 0 && ns != sp) || (nd >= 0 && nd != sp) || (np >= 0 && np != 2 * sp) || (nop >= 0 && nop != sp))
+        return "strides, dilations, pads or output_padding of the wrong length";
+    int64_t p[W_COUNT] = {0};
+    p[W_N] = N, p[W_C] = M, p[W_M] = C, p[W_CG] = mg, p[W_MG] = C / grp, p[W_NSP] = sp;
+    p[W_INN] = p[W_OUTN] = p[W_KN] = 1;
+    for (int i = 0; i < sp; i++) {
+        int64_t in = dim(c, x, 2 + i), out = dim(c, y, 2 + i), kd = dim(c, w, 2 + i);
+        int64_t s = ns >= 0 ? ss[i] : 1, d = nd >= 0 ? ds[i] : 1, pb;
+        if (s < 1 || d < 1) return "a stride or dilation < 1";
+        int64_t full = s * (in - 1) + (nop >= 0 ? ops[i] : 0) + (kd - 1) * d + 1;
+        if (has_shape || same) {
+            int64_t total = full - out, half = total >= 0 ? total / 2 : -((1 - total) / 2); /* floor, as Python's // */
+            pb = !strcmp(ap, "SAME_UPPER") ? half : total - half;
+        } else {
+            pb = np >= 0 ? ps[i] : 0;
+            if (full - pb - (np >= 0 ? ps[sp + i] : 0) != out) return "pads that do not give the output size";
+        }
+        /* the Conv's input is Y, its output X */
+        p[W_IN + i] = out, p[W_OUT + i] = in, p[W_K + i] = kd, p[W_S + i] = s, p[W_D + i] = d;
+        p[W_PB + i] = pb, p[W_PE + i] = full - out - pb;
+        p[W_INN] *= out, p[W_OUTN] *= in, p[W_KN] *= kd;
+    }
+    if ((e = window_op(c, MP_CU_CONV_DX, p, numel(c, y), x, w, y, -1)) || b < 0) return e;
+    int64_t str[2][MP_CU_MAX_RANK] = {{0}};
+    int64_t yd[MP_CU_MAX_RANK];
+    contiguous(dims_of(c, y, yd), yd, str[0]);
+    str[1][1] = 1; /* B[m] along Y's channels */
+    const int32_t in2[2] = {y, b};
+    return map_views(c, MP_FN_ADD, 2, in2, (const int64_t(*)[MP_CU_MAX_RANK])str, y, 0, 1);
+}
+
+/* ---- Resize --------------------------------------------------------------------------------------- */
+
+static int pick_name(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+/* A constant float or int input's values as doubles: count, 0 absent or empty, -1 not constant. */
+static int konst_f64(const cg *c, int32_t id, double *out, int max)
+{
+    const mp_tensor *k = id >= 0 ? V(c, id)->konst : NULL;
+    if (id < 0 || (k && !k->numel)) return 0;
+    if (!k || !k->data || k->numel > max) return -1;
+    for (int64_t i = 0; i < k->numel; i++) out[i] = mp_tensor_get_f64(k, i);
+    return (int)k->numel;
+}
+
+/* The axis's taps are the identity (the CPU kernel skips such an axis). */
+static bool resize_identity(const int64_t *p, const double *f)
+{
+    if (p[RS_IN] != p[RS_OUT]) return false;
+    for (int64_t o = 0; o < p[RS_OUT]; o++) {
+        mp_cu_rs t;
+        int kept = 0;
+        if (!mp_cu_rs_at(p, f, o, &t)) return false;
+        for (int64_t j = 0; j < p[RS_TAPS]; j++) {
+            double w = mp_cu_rs_w(p, f, &t, j);
+            int64_t ix = t.first + j;
+            ix = ix < 0 ? 0 : ix >= p[RS_IN] ? p[RS_IN] - 1 : ix;
+            if (w != 0 && (kept++ || ix != o || w != 1)) return false;
+        }
+        if (kept != 1) return false;
+    }
+    return true;
+}
+
+/* Resize (opset 10 on; runtime/cpu_resize.c's attributes, scales or sizes and
+ * roi as constants): one MP_CU_RESIZE per axis whose taps are not the
+ * identity, in axis order, the axes between in the workspace as doubles. */
+static const char *lower_resize(cg *c, const mp_node *n)
+{
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const coords[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize"};
+    static const char *const rounds[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    static const char *const policies[] = {"stretch", "not_larger", "not_smaller"};
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || V(c, x)->dtype == MP_BOOL) return "operands other than one non-bool type";
+    if (tview(c, x)) return "a transposed view operand";
+    int r = V(c, x)->rank;
+    if (V(c, y)->rank != r) return "a rank change";
+    bool old = mp_graph_opset(c->g, n->domain) < 11;
+    int64_t p[MP_CU_NP] = {0};
+    double f[MP_CU_NF] = {0};
+    p[RS_MODE] = pick_name(mp_attr_str(n, "mode", "nearest"), modes, 3);
+    p[RS_COORD] = pick_name(mp_attr_str(n, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel"), coords, 6);
+    p[RS_ROUND] = pick_name(mp_attr_str(n, "nearest_mode", old ? "floor" : "round_prefer_floor"), rounds, 4);
+    int pol = pick_name(mp_attr_str(n, "keep_aspect_ratio_policy", "stretch"), policies, 3);
+    if (p[RS_MODE] < 0 || p[RS_COORD] < 0 || p[RS_ROUND] < 0 || pol < 0) return "an unknown mode";
+    p[RS_EXCLUDE] = mp_attr_int(n, "exclude_outside", 0) != 0;
+    p[RS_AA] = mp_attr_int(n, "antialias", 0) != 0 && p[RS_MODE] != RS_NEAREST;
+    f[RS_F_CUBIC] = mp_attr_float(n, "cubic_coeff_a", -0.75f), f[RS_F_EXTRAP] = mp_attr_float(n, "extrapolation_value", 0.0f);
+    int64_t axes[MP_CU_MAX_RANK];
+    const int64_t *aa;
+    int na = mp_attr_ints(n, "axes", &aa);
+    if (na > r) return "more axes than dims";
+    for (int i = 0; i < (na < 0 ? r : na); i++) {
+        axes[i] = na < 0 ? i : norm_axis(aa[i], r);
+        if (axes[i] < 0 || axes[i] >= r) return "an axis out of range";
+    }
+    if (na < 0) na = r;
+    double roiv[2 * MP_CU_MAX_RANK], sv[MP_CU_MAX_RANK], scale[MP_CU_MAX_RANK], roi[2 * MP_CU_MAX_RANK];
+    int nr = old ? 0 : konst_f64(c, vin(n, 1), roiv, 2 * MP_CU_MAX_RANK);
+    int nsc = konst_f64(c, vin(n, old ? 1 : 2), sv, MP_CU_MAX_RANK), nsz = old ? 0 : konst_f64(c, vin(n, 3), sv, MP_CU_MAX_RANK);
+    if (nr < 0 || nsc < 0 || nsz < 0) return "roi, scales or sizes that are not constants";
+    if (!nsc == !nsz || (nsc ? nsc : nsz) != na) return "other than one of scales and sizes, an entry per axis";
+    for (int i = 0; i < r; i++) scale[i] = 1, roi[i] = 0, roi[r + i] = 1;
+    if (nr && p[RS_COORD] == RS_TF_CROP) {
+        if (nr != 2 * na) return "a roi of the wrong length";
+        for (int i = 0; i < na; i++) roi[axes[i]] = roiv[i], roi[r + axes[i]] = roiv[na + i];
+    }
+    double lo = INFINITY, hi = 0;
+    for (int i = 0; i < na; i++) {
+        int64_t a = axes[i];
+        if (nsz && !dim(c, x, (int)a)) return "an empty axis";
+        scale[a] = nsc ? sv[i] : (double)(int64_t)sv[i] / (double)dim(c, x, (int)a);
+        if (!(scale[a] > 0)) return "scales that are not positive";
+        lo = fmin(lo, scale[a]), hi = fmax(hi, scale[a]);
+    }
+    for (int i = 0; nsz && pol && i < na; i++) scale[axes[i]] = pol == 1 ? lo : hi;
+    /* the axes to run, and the largest of the results between them */
+    int64_t cur[MP_CU_MAX_RANK], big = 0, pass[MP_CU_MAX_RANK][MP_CU_NP];
+    double passf[MP_CU_MAX_RANK][MP_CU_NF];
+    int npass = 0;
+    dims_of(c, x, cur);
+    for (int ax = 0; ax < r; ax++) {
+        int64_t in = cur[ax], out = dim(c, y, ax), outer = 1, inner = 1;
+        if (out > 0 && !in) return "an empty axis";
+        double sc = scale[ax] < 1 ? scale[ax] : 1;
+        if (p[RS_AA] && sc < 1.0 / 1024) return "an antialias scale below 1/1024";
+        int64_t taps = p[RS_MODE] == RS_NEAREST ? 2 : !p[RS_AA] ? (p[RS_MODE] == RS_LINEAR ? 2 : 4)
+                     : p[RS_MODE] == RS_LINEAR ? 2 - 2 * (int64_t)(floor(-1 / sc) + 1) : 2 - 2 * (int64_t)(floor(-2 / sc) + 1);
+        if (taps < 2 || taps > 4096) return "a scale that gives an unusable filter";
+        for (int i = 0; i < ax; i++) outer *= cur[i];
+        for (int i = ax + 1; i < r; i++) inner *= cur[i];
+        int64_t *q = pass[npass];
+        double *g = passf[npass];
+        memcpy(q, p, sizeof p), memcpy(g, f, sizeof f);
+        q[RS_OUTER] = outer, q[RS_IN] = in, q[RS_OUT] = out, q[RS_INNER] = inner, q[RS_TAPS] = taps;
+        g[RS_F_SCALE] = scale[ax], g[RS_F_ROI_S] = roi[ax], g[RS_F_ROI_E] = roi[r + ax];
+        if (resize_identity(q, g)) continue;
+        cur[ax] = out;
+        npass++;
+    }
+    for (int k = 0; k + 1 < npass; k++) /* the results between passes */
+        if (pass[k][RS_OUTER] * pass[k][RS_OUT] * pass[k][RS_INNER] > big) big = pass[k][RS_OUTER] * pass[k][RS_OUT] * pass[k][RS_INNER];
+    if (!numel(c, y)) return NULL;
+    if (!npass) return copy_value(c, x, y);
+    need_ws(c, 2 * big * (int64_t)sizeof(double));
+    for (int k = 0; k < npass; k++) {
+        int64_t *q = pass[k];
+        EMIT(I, MP_CU_RESIZE, q[RS_OUTER] * q[RS_OUT] * q[RS_INNER]);
+        memcpy(I->p, q, sizeof I->p), memcpy(I->f, passf[k], sizeof I->f);
+        I->t[0] = k ? MP_CU_WS : T(c, x), I->t[1] = k == npass - 1 ? T(c, y) : MP_CU_WS;
+        I->p[RS_SRC] = k ? ((k - 1) % 2) * big : 0, I->p[RS_DST] = k == npass - 1 ? 0 : (k % 2) * big;
+    }
+    return NULL;
+}
+
 /* ---- training-mode Dropout, optimizer updates ------------------------------------------------------- */
 
 static const char *lower_dropout(cg *c, const mp_node *n)
@@ -923,6 +1187,8 @@ static const struct {
     {"MaxPool", lower_pool}, {"AveragePool", lower_pool}, {"MaxPoolGrad", lower_pool},
     {"AveragePoolGrad", lower_pool}, {"Dropout", lower_dropout}, {"AdamUpdate", lower_optim},
     {"SGDUpdate", lower_optim}, {"MomentumUpdate", lower_optim}, {"AdafactorUpdate", lower_adafactor},
+    {"ReduceSum", lower_reduce}, {"ReduceMean", lower_reduce}, {"ReduceSumGrad", lower_reduce},
+    {"ReduceMeanGrad", lower_reduce}, {"ConvTranspose", lower_conv_transpose}, {"Resize", lower_resize},
 };
 
 static lower_fn find_lowering(const char *op)

@@ -166,6 +166,7 @@ static void init_launchers(void)
     launchers[MP_CU_TRILU] = launch<k_trilu>;
     launchers[MP_CU_OPTIM] = launch<k_optim>;
     launchers[MP_CU_ADAFACTOR] = launch_adafactor;
+    launchers[MP_CU_RESIZE] = launch<k_resize>;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */

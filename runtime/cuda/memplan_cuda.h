@@ -43,6 +43,7 @@ enum {
     MP_CU_TRILU,
     MP_CU_OPTIM,        /* Adam / AdamW / SGD / Momentum, p[0] the rule */
     MP_CU_ADAFACTOR,    /* in phases: row and column moments, their means, sum of u^2, the update */
+    MP_CU_RESIZE,       /* Resize along one axis (a launch per axis, doubles in the workspace between them) */
     MP_CU_OP_COUNT
 };
 

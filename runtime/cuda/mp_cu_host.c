@@ -23,7 +23,7 @@ static const mp_cu_elem_fn elem_fns[MP_CU_OP_COUNT] = {
     [MP_CU_CONV] = k_conv,         [MP_CU_CONV_DX] = k_conv_dx,     [MP_CU_CONV_DW] = k_conv_dw,
     [MP_CU_POOL] = k_pool,         [MP_CU_POOL_DX] = k_pool_dx,     [MP_CU_GATHER] = k_gather,
     [MP_CU_SCATTER_ADD] = k_scatter_add, [MP_CU_DROPOUT] = k_dropout, [MP_CU_TRILU] = k_trilu,
-    [MP_CU_OPTIM] = k_optim,       [MP_CU_ADAFACTOR] = k_adafactor,
+    [MP_CU_OPTIM] = k_optim,       [MP_CU_ADAFACTOR] = k_adafactor, [MP_CU_RESIZE] = k_resize,
 };
 
 static char *host_alloc(const mp_cu_plan *p, void **ws, size_t *taken)

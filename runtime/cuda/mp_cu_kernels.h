@@ -846,6 +846,123 @@ MP_HD void k_adafactor(const mp_cu_args *a, int64_t t)
     }
 }
 
+/* ---- Resize (runtime/cpu_resize.c): one axis per launch, doubles between the axes ------------ */
+
+/* p: the axis as outer x in x inner -> outer x out x inner; the CPU kernel's mode, coordinate
+ * transformation, nearest rounding (RS_* below, in its order), exclude_outside, antialias, taps
+ * per output, and element offsets of the source and destination (into the workspace, whose
+ * doubles hold the axes between the first and the last). f: scale, roi start and end, cubic
+ * coefficient, extrapolation value. x0 -> x1, a thread per element of x1. */
+enum { RS_OUTER = 0, RS_IN, RS_OUT, RS_INNER, RS_MODE, RS_COORD, RS_ROUND, RS_EXCLUDE, RS_AA, RS_TAPS, RS_SRC, RS_DST };
+enum { RS_F_SCALE = 0, RS_F_ROI_S, RS_F_ROI_E, RS_F_CUBIC, RS_F_EXTRAP };
+enum { RS_NEAREST = 0, RS_LINEAR, RS_CUBIC };
+enum { RS_HALF_PIXEL = 0, RS_HALF_PIXEL_SYM, RS_PYTORCH, RS_ALIGN, RS_ASYM, RS_TF_CROP };
+enum { RS_PREFER_FLOOR = 0, RS_PREFER_CEIL, RS_FLOOR, RS_CEIL };
+
+/* Output coordinate o's source position: its left neighbour i0, the ratio past it, the first of
+ * its taps, and the sums that normalize the antialiased and exclude_outside weights. */
+typedef struct mp_cu_rs {
+    double ratio, s1, s2;
+    int64_t i0, first;
+} mp_cu_rs;
+
+MP_HD double mp_cu_cubic_w(double x, double a)
+{
+    x = fabs(x);
+    if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+    if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+    return 0;
+}
+
+/* Tap j's weight before any normalization. */
+MP_HD double mp_cu_rs_raw(const int64_t *p, const double *f, const mp_cu_rs *t, int64_t j)
+{
+    double r = t->ratio;
+    if (p[RS_MODE] == RS_NEAREST) {
+        int64_t m = p[RS_ROUND];
+        int right = r == 1 || m == RS_CEIL || (m == RS_PREFER_FLOOR && r > 0.5) || (m == RS_PREFER_CEIL && r >= 0.5);
+        if (m == RS_FLOOR && r != 1) right = 0;
+        return j == 0 ? !right : right;
+    }
+    if (p[RS_AA]) { /* the filter stretched by 1 / scale */
+        double sc = f[RS_F_SCALE] < 1 ? f[RS_F_SCALE] : 1, arg = ((double)(t->first + j - t->i0) - r) * sc;
+        return p[RS_MODE] == RS_LINEAR ? fmax(0.0, 1 - fabs(arg)) : mp_cu_cubic_w(arg, f[RS_F_CUBIC]);
+    }
+    if (p[RS_MODE] == RS_LINEAR) return j == 0 ? 1 - r : r;
+    double arg = j == 0 ? r + 1 : j == 1 ? r : j == 2 ? 1 - r : 2 - r;
+    return mp_cu_cubic_w(arg, f[RS_F_CUBIC]);
+}
+
+/* Tap j's weight, normalized as the CPU normalizes it (0: the tap is dropped). */
+MP_HD double mp_cu_rs_w(const int64_t *p, const double *f, const mp_cu_rs *t, int64_t j)
+{
+    double w = mp_cu_rs_raw(p, f, t, j);
+    if (p[RS_AA]) w /= t->s1;
+    if (p[RS_EXCLUDE]) {
+        int64_t ix = t->first + j;
+        w = ix < 0 || ix >= p[RS_IN] ? 0 : w;
+        w = t->s2 != 0 ? w / t->s2 : 0;
+    }
+    return w;
+}
+
+/* Output coordinate o's taps; 0 when it has none (tf_crop_and_resize outside the crop). */
+MP_HD int mp_cu_rs_at(const int64_t *p, const double *f, int64_t o, mp_cu_rs *t)
+{
+    double in_w = (double)p[RS_IN], scale = f[RS_F_SCALE], out_w = scale * in_w, x = (double)o, xo;
+    double rs = f[RS_F_ROI_S], re = f[RS_F_ROI_E];
+    switch (p[RS_COORD]) {
+    case RS_HALF_PIXEL: xo = (x + 0.5) / scale - 0.5; break;
+    case RS_HALF_PIXEL_SYM: xo = in_w / 2 * (1 - (double)p[RS_OUT] / out_w) + (x + 0.5) / scale - 0.5; break;
+    case RS_PYTORCH: xo = out_w == 1 ? -0.5 : (x + 0.5) / scale - 0.5; break;
+    case RS_ALIGN: xo = out_w == 1 ? 0 : x * (in_w - 1) / (out_w - 1); break;
+    case RS_ASYM: xo = x / scale; break;
+    default:
+        xo = out_w == 1 ? (re - rs) * (in_w - 1) / 2 : x * (re - rs) * (in_w - 1) / (out_w - 1);
+        xo += rs * (in_w - 1);
+        if (xo < 0 || xo > in_w - 1) return 0;
+        break;
+    }
+    double fl = floor(xo);
+    t->ratio = xo - fl, t->i0 = (int64_t)fl;
+    if (t->ratio == 0) t->ratio = 1, t->i0--; /* integer: the pixel itself, as the right neighbour */
+    t->first = t->i0 - p[RS_TAPS] / 2 + 1;   /* the nearest taps, left preferred */
+    t->s1 = t->s2 = 1;
+    if (p[RS_AA]) {
+        double s = 0;
+        for (int64_t j = 0; j < p[RS_TAPS]; j++) s += mp_cu_rs_raw(p, f, t, j);
+        t->s1 = s;
+    }
+    if (p[RS_EXCLUDE]) {
+        double s = 0;
+        for (int64_t j = 0; j < p[RS_TAPS]; j++) {
+            int64_t ix = t->first + j;
+            double w = mp_cu_rs_raw(p, f, t, j);
+            s += ix < 0 || ix >= p[RS_IN] ? 0 : p[RS_AA] ? w / t->s1 : w;
+        }
+        t->s2 = s;
+    }
+    return 1;
+}
+
+MP_HD void k_resize(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    int64_t inner = p[RS_INNER], in = p[RS_IN], k = i % inner, o = (i / inner) % p[RS_OUT], q = i / (inner * p[RS_OUT]);
+    mp_cu_rs t;
+    double acc = 0;
+    if (!mp_cu_rs_at(p, a->f, o, &t)) acc = a->f[RS_F_EXTRAP];
+    else
+        for (int64_t j = 0; j < p[RS_TAPS]; j++) {
+            double w = mp_cu_rs_w(p, a->f, &t, j);
+            int64_t ix = t.first + j;
+            if (w == 0) continue;
+            ix = ix < 0 ? 0 : ix >= in ? in - 1 : ix; /* edge padding */
+            acc += w * mp_cu_ld(a->x[0], a->dt[0], p[RS_SRC] + (q * in + ix) * inner + k);
+        }
+    mp_cu_st(a->x[1], a->dt[1], p[RS_DST] + i, acc);
+}
+
 /* ---- which launches the GPU runs as a block per output ------------------------------------- */
 
 /* True when the GPU runs this launch as a block of MP_CU_BLOCK threads per output, row or
