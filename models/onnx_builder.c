@@ -337,6 +337,14 @@ void mp_ob_attr_ints(mp_ob *b, Onnx__NodeProto *n, const char *name, int count, 
     at->ints = mp_arena_dup(b->arena, v, (size_t)count * sizeof *v);
 }
 
+void mp_ob_attr_str(mp_ob *b, Onnx__NodeProto *n, const char *name, const char *v)
+{
+    Onnx__AttributeProto *at = ob_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    at->has_s = 1;
+    at->s.len = strlen(v);
+    at->s.data = (uint8_t *)mp_arena_strdup(b->arena, v);
+}
+
 /* A small tensor of rank 0 (count 1) or rank 1 whose bytes are already little-endian. */
 static Onnx__TensorProto *ob_small_tensor(mp_ob *b, mp_dtype t, int rank, int count, const void *le_bytes,
                                           size_t bytes)

@@ -23,11 +23,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "onnx_builder.h" /* mp_ob_*: the op-forms model */
 #include "run_memplan.h"
 
 #define CUDA_DIR MEMPLAN_SOURCE "/runtime/cuda"
 #define TORCH MEMPLAN_SHARED "/models/torch/"
+#define TP MEMPLAN_SHARED "/models/third-party/"
 #define LOSS_RTOL 1e-5 /* fp32 sums in another order (Conv: direct vs im2col + BLAS) */
+#define FORMS_RTOL 1e-6 /* the op-forms model: a wrong tap, pad or scale in one of its 28 branches moves the loss by > 5e-6 */
 
 typedef struct model {
     const char *path, *args[8];
@@ -58,6 +61,14 @@ static const model models[] = {
     {TORCH "vit_b_16.onnx", {"--batch", "2"}, 0},
     {TORCH "gpt2_small_like_train.onnx", {"--batch", "2", "--dim", "sequence=32"}, 0},
     {TORCH "gpt2_small_like.onnx", {"--batch", "2", "--dim", "sequence=32"}, 0},
+    /* ReduceMean and its gradient (in the loss, LayerNorm's statistics); Resize, ConvTranspose (PP-OCR det) */
+    {TP "ort-transformers/gpt2_megatron.onnx",
+     {"--batch", "2", "--dim", "seq_len=64", "--dim", "past_seq_len=0", "--dim", "total_seq_len=64"}, 1},
+    {TP "ort-transformers/bert_toy_optimized.onnx", {"--topo-sort", "--batch", "2", "--dim", "max_seq_len_in_batch=16"}, 1},
+    {TP "ort-training/eval_model.onnx", {"--batch", "4", "--dim", "input-0_dim1=784", "--params-as-inputs"}, 1},
+    {TP "super_resolution/super_resolution.onnx", {"--batch", "2"}, 0}, /* minutes on the host's direct convolutions */
+    {TP "ppocr-v4/ch_PP-OCRv4_det_infer.onnx",
+     {"--batch", "2", "--dim", "p2o.DynamicDimension.1=320", "--dim", "p2o.DynamicDimension.2=320", "--constants-as-params"}, 0},
 };
 #define NMODELS (int)(sizeof models / sizeof *models)
 
@@ -127,13 +138,47 @@ START_TEST(refusal_names_the_op)
 }
 END_TEST
 
+/* Plans m into out, links plan.cu with the host runtime and checks its losses
+ * against the CPU executor's over three steps, run by threads and split into
+ * blocks as the GPU runs its long sums and rows. */
+static void check_on_host(const model *m, const char *out, const char *label, double rtol)
+{
+    char run_bin[512], cmd[2048], f[160];
+    snprintf(run_bin, sizeof run_bin, "%s-run", MEMPLAN_BIN); /* memplan-run beside memplan */
+    run_result r = plan(m, out);
+    ck_assert_msg(r.status == 0, "%s: %s", m->path, r.err);
+    run_free(&r);
+    snprintf(cmd, sizeof cmd, "%s -O1 %s -I%s -o %s/plan-host -x c %s/plan.cu -x none %s -lm", MEMPLAN_CC,
+             MEMPLAN_CUDA_HOST_FLAGS, CUDA_DIR, out, out, MEMPLAN_CUDA_HOST_LIB);
+    ck_assert_msg(sh(cmd) == 0, "failed: %s", cmd);
+    snprintf(cmd, sizeof cmd, "%s %s --steps 3 --seed 5 --json --random-weights > %s/cpu.json", run_bin, out, out);
+    snprintf(f, sizeof f, "%s/cpu.json", out);
+    char *cpu = run_json(cmd, f);
+    double hl[3], cl[3];
+    ck_assert_int_eq(losses(cpu, cl, 3), 3);
+    for (int blocks = 0; blocks < 2; blocks++) {
+        snprintf(cmd, sizeof cmd, "MP_CU_HOST_BLOCKS=%d %s/plan-host --steps 3 --seed 5 --json > %s/host.json", blocks, out, out);
+        snprintf(f, sizeof f, "%s/host.json", out);
+        char *host = run_json(cmd, f);
+        ck_assert_int_eq(losses(host, hl, 3), 3);
+        for (int s = 0; s < 3; s++) {
+            double rel = fabs(hl[s] - cl[s]) / fmax(fabs(cl[s]), 1e-30);
+            ck_assert_msg(isfinite(hl[s]) && rel <= rtol, "%s%s step %d: host runtime loss %.9g, CPU executor %.9g",
+                          m->path, blocks ? " (GPU blocks)" : "", s + 1, hl[s], cl[s]);
+        }
+        free(host);
+    }
+    char how[256] = "";
+    for (int k = 0; k < 8 && m->args[k]; k++) snprintf(how + strlen(how), sizeof how - strlen(how), " %s", m->args[k]);
+    printf("  %s%s: losses %.6g %.6g %.6g on the host runtime (threads and blocks) and on the CPU executor (relative <= %g)\n",
+           label, how, hl[0], hl[1], hl[2], rtol);
+    free(cpu);
+}
+
 /* The host runtime runs plan.cu's tables through the GPU kernels' element
  * functions: the losses must be the CPU executor's. */
 START_TEST(host_runtime_matches_cpu)
 {
-    char run_bin[512];
-    snprintf(run_bin, sizeof run_bin, "%s", MEMPLAN_BIN);
-    snprintf(run_bin + strlen(run_bin), sizeof run_bin - strlen(run_bin), "-run"); /* memplan-run beside memplan */
     int checked = 0;
     for (int i = 0; i < NMODELS; i++) {
         const model *m = &models[i];
@@ -146,41 +191,150 @@ START_TEST(host_runtime_matches_cpu)
             printf("  skipped: %s is absent\n", m->path);
             continue;
         }
-        char out[128], cmd[2048], f[160];
+        char out[128];
         snprintf(out, sizeof out, "%s/h%d", dir, i);
-        run_result r = plan(m, out);
-        ck_assert_msg(r.status == 0, "%s: %s", m->path, r.err);
-        run_free(&r);
-        snprintf(cmd, sizeof cmd, "%s -O1 %s -I%s -o %s/plan-host -x c %s/plan.cu -x none %s -lm", MEMPLAN_CC,
-                 MEMPLAN_CUDA_HOST_FLAGS, CUDA_DIR, out, out, MEMPLAN_CUDA_HOST_LIB);
-        ck_assert_msg(sh(cmd) == 0, "failed: %s", cmd);
-        snprintf(cmd, sizeof cmd, "%s %s --steps 3 --seed 5 --json --random-weights > %s/cpu.json", run_bin, out, out);
-        snprintf(f, sizeof f, "%s/cpu.json", out);
-        char *cpu = run_json(cmd, f);
-        double hl[3], cl[3];
-        ck_assert_int_eq(losses(cpu, cl, 3), 3);
-        /* as the host runs it, then split into blocks as the GPU runs its long sums and rows */
-        for (int blocks = 0; blocks < 2; blocks++) {
-            snprintf(cmd, sizeof cmd, "MP_CU_HOST_BLOCKS=%d %s/plan-host --steps 3 --seed 5 --json > %s/host.json", blocks, out, out);
-            snprintf(f, sizeof f, "%s/host.json", out);
-            char *host = run_json(cmd, f);
-            ck_assert_int_eq(losses(host, hl, 3), 3);
-            for (int s = 0; s < 3; s++) {
-                double rel = fabs(hl[s] - cl[s]) / fmax(fabs(cl[s]), 1e-30);
-                ck_assert_msg(isfinite(hl[s]) && rel <= LOSS_RTOL, "%s%s step %d: host runtime loss %.9g, CPU executor %.9g",
-                              m->path, blocks ? " (GPU blocks)" : "", s + 1, hl[s], cl[s]);
-            }
-            free(host);
-        }
-        char how[128] = "";
-        for (int k = 0; k < 8 && m->args[k]; k++)
-            snprintf(how + strlen(how), sizeof how - strlen(how), " %s", m->args[k]);
-        printf("  %s%s: losses %.6g %.6g %.6g on the host runtime (threads and blocks) and on the CPU executor (relative <= %g)\n",
-               basename((char *)m->path), how, hl[0], hl[1], hl[2], LOSS_RTOL);
-        free(cpu);
+        check_on_host(m, out, basename((char *)m->path), LOSS_RTOL);
         checked++;
     }
     ck_assert_int_gt(checked, 0);
+}
+END_TEST
+
+/* ---- the op forms no model shows ------------------------------------------------------- */
+
+#define NARGS(...) (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *))
+#define OP(b, op, ...) mp_ob_op(b, op, NARGS(__VA_ARGS__), (const char *[]){__VA_ARGS__})
+#define NODE(b, op, ...) mp_ob_node(b, op, 1, NARGS(__VA_ARGS__), (const char *[]){__VA_ARGS__})
+#define INTS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+
+/* Adds mean(v * v) to the running total *acc. */
+static void add_sq(mp_ob *b, const char **acc, const char *v)
+{
+    Onnx__NodeProto *n = NODE(b, "ReduceMean", OP(b, "Mul", v, v));
+    mp_ob_attr_int(b, n, "keepdims", 0);
+    *acc = *acc ? OP(b, "Add", *acc, n->output[0]) : n->output[0];
+}
+
+/* Every form of ReduceMean's axes (attribute at opset 17: given, negative,
+ * default; keepdims 0 and 1; noop_with_empty_axes) and ReduceSum's axes
+ * input; Resize in each mode, coordinate transformation, nearest rounding,
+ * cubic coefficient, exclude_outside and antialias (sizes given); ConvTranspose
+ * with strides, pads, output_padding, dilations, groups, output_shape,
+ * SAME_UPPER, a bias and one spatial dim. Reductions and ConvTransposes read
+ * x * p, so their gradients run too; each branch adds mean(v^2) to a scalar
+ * output (an MSE loss). */
+static void write_op_forms(const char *path)
+{
+    mp_ob *b = mp_ob_new("main_graph");
+    const char *x = mp_ob_input(b, "input", MP_FLOAT, 4, (const char *[]){"2", "2", "6", "6"});
+    const char *xp = OP(b, "Mul", x, mp_ob_param_uniform(b, "p", 3, (int64_t[]){2, 1, 1}, 1.0f)), *acc = NULL;
+    static const struct {
+        const char *op;
+        int naxes;
+        int64_t axes[3];
+        int keepdims, noop;
+    } reds[] = {
+        {"ReduceMean", 1, {1}, 1, 0}, {"ReduceMean", 2, {-1, 2}, 0, 0}, {"ReduceMean", 0, {0}, 1, 0},
+        {"ReduceMean", 0, {0}, 0, 0}, {"ReduceMean", 3, {0, 2, 3}, 1, 1}, {"ReduceSum", 2, {0, 3}, 0, 0},
+        {"ReduceSum", 0, {0}, 1, 1}, /* no axes input: a no-op */
+    };
+    for (size_t k = 0; k < sizeof reds / sizeof *reds; k++) {
+        bool sum = !strcmp(reds[k].op, "ReduceSum");
+        const char *in[2] = {xp, sum && reds[k].naxes ? mp_ob_const_i64(b, 1, reds[k].naxes, reds[k].axes) : ""};
+        Onnx__NodeProto *n = mp_ob_node(b, reds[k].op, 1, sum ? 2 : 1, in);
+        if (!sum && reds[k].naxes) mp_ob_attr_ints(b, n, "axes", reds[k].naxes, reds[k].axes);
+        mp_ob_attr_int(b, n, "keepdims", reds[k].keepdims);
+        if (reds[k].noop) mp_ob_attr_int(b, n, "noop_with_empty_axes", 1);
+        add_sq(b, &acc, n->output[0]);
+    }
+    static const struct {
+        const char *mode, *coord, *round;
+        int64_t h, w;
+        float cubic_a;
+        int exclude, antialias;
+    } rs[] = {
+        {"nearest", "asymmetric", "floor", 12, 12, 0, 0, 0}, {"nearest", "half_pixel", "round_prefer_ceil", 9, 15, 0, 0, 0},
+        {"nearest", "align_corners", "ceil", 4, 7, 0, 0, 0}, {"linear", "half_pixel", NULL, 4, 3, 0, 0, 0},
+        {"linear", "align_corners", NULL, 11, 7, 0, 0, 0},   {"linear", "pytorch_half_pixel", NULL, 1, 5, 0, 0, 0},
+        {"linear", "half_pixel_symmetric", NULL, 9, 9, 0, 0, 0}, {"cubic", "half_pixel", NULL, 8, 5, -0.5f, 1, 0},
+        {"cubic", "asymmetric", NULL, 13, 6, 0, 0, 0},       {"linear", "half_pixel", NULL, 3, 4, 0, 0, 1},
+        {"cubic", "pytorch_half_pixel", NULL, 4, 2, 0, 0, 1},
+    };
+    for (size_t k = 0; k < sizeof rs / sizeof *rs; k++) {
+        const char *sizes = mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 2, rs[k].h, rs[k].w});
+        Onnx__NodeProto *n = NODE(b, "Resize", x, "", "", sizes);
+        mp_ob_attr_str(b, n, "mode", rs[k].mode);
+        mp_ob_attr_str(b, n, "coordinate_transformation_mode", rs[k].coord);
+        if (rs[k].round) mp_ob_attr_str(b, n, "nearest_mode", rs[k].round);
+        if (rs[k].cubic_a) mp_ob_attr_float(b, n, "cubic_coeff_a", rs[k].cubic_a);
+        if (rs[k].exclude) mp_ob_attr_int(b, n, "exclude_outside", 1);
+        if (rs[k].antialias) mp_ob_attr_int(b, n, "antialias", 1);
+        char name[16];
+        snprintf(name, sizeof name, "q%zu", k);
+        add_sq(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, name, 1, (int64_t[]){1}, 1.0f)));
+    }
+    /* scales and roi as folded float constants: integers over a common divisor */
+    static const struct {
+        const char *mode, *coord;
+        int64_t num[8], den;
+        int antialias;
+    } rsc[] = {
+        {"linear", "half_pixel_symmetric", {4, 4, 6, 5}, 4, 0}, {"nearest", "half_pixel", {4, 4, 2, 3}, 4, 0},
+        {"cubic", "asymmetric", {2, 2, 4, 1}, 2, 0},             {"cubic", "half_pixel", {5, 5, 2, 2}, 5, 1},
+        {"linear", "tf_crop_and_resize", {0, 0, 1, 2, 10, 10, 9, 12}, 10, 0},
+    };
+    for (size_t k = 0; k < sizeof rsc / sizeof *rsc; k++) {
+        bool crop = !strcmp(rsc[k].coord, "tf_crop_and_resize");
+        Onnx__NodeProto *c = NODE(b, "Cast", mp_ob_const_i64(b, 1, crop ? 8 : 4, rsc[k].num));
+        mp_ob_attr_int(b, c, "to", MP_FLOAT);
+        const char *v = OP(b, "Div", c->output[0], mp_ob_const_f32(b, (float)rsc[k].den));
+        const char *sizes = crop ? mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 2, 5, 4}) : "";
+        Onnx__NodeProto *n = crop ? NODE(b, "Resize", x, v, "", sizes) : NODE(b, "Resize", x, "", v);
+        mp_ob_attr_str(b, n, "mode", rsc[k].mode);
+        mp_ob_attr_str(b, n, "coordinate_transformation_mode", rsc[k].coord);
+        if (crop) mp_ob_attr_float(b, n, "extrapolation_value", 0.5f);
+        if (rsc[k].antialias) mp_ob_attr_int(b, n, "antialias", 1);
+        char name[16];
+        snprintf(name, sizeof name, "qs%zu", k);
+        add_sq(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, name, 1, (int64_t[]){1}, 1.0f)));
+    }
+    /* ConvTranspose: X [2, 2, 6, 6] */
+    Onnx__NodeProto *n = NODE(b, "ConvTranspose", xp, mp_ob_param_uniform(b, "w0", 4, (int64_t[]){2, 3, 3, 3}, 0.5f));
+    mp_ob_attr_ints(b, n, "strides", INTS(2, 2));
+    mp_ob_attr_ints(b, n, "pads", INTS(1, 0, 1, 2));
+    mp_ob_attr_ints(b, n, "output_padding", INTS(1, 0));
+    add_sq(b, &acc, n->output[0]);
+    n = NODE(b, "ConvTranspose", xp, mp_ob_param_uniform(b, "w1", 4, (int64_t[]){2, 2, 3, 2}, 0.5f),
+             mp_ob_param_uniform(b, "b1", 1, (int64_t[]){4}, 0.5f));
+    mp_ob_attr_int(b, n, "group", 2);
+    mp_ob_attr_ints(b, n, "dilations", INTS(2, 3));
+    add_sq(b, &acc, n->output[0]);
+    n = NODE(b, "ConvTranspose", xp, mp_ob_param_uniform(b, "w2", 4, (int64_t[]){2, 1, 3, 3}, 0.5f));
+    mp_ob_attr_ints(b, n, "output_shape", INTS(7, 6));
+    add_sq(b, &acc, n->output[0]);
+    n = NODE(b, "ConvTranspose", xp, mp_ob_param_uniform(b, "w3", 4, (int64_t[]){2, 2, 3, 3}, 0.5f));
+    mp_ob_attr_ints(b, n, "strides", INTS(2, 2));
+    mp_ob_attr_str(b, n, "auto_pad", "SAME_UPPER");
+    add_sq(b, &acc, n->output[0]);
+    const char *x1 = OP(b, "Reshape", xp, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 2, 36}));
+    n = NODE(b, "ConvTranspose", x1, mp_ob_param_uniform(b, "w4", 3, (int64_t[]){2, 2, 4}, 0.5f));
+    mp_ob_attr_ints(b, n, "strides", INTS(3));
+    mp_ob_attr_ints(b, n, "pads", INTS(1, 2));
+    add_sq(b, &acc, n->output[0]);
+    mp_ob_output(b, acc, "total", MP_FLOAT, 0, NULL);
+    mp_err err = {0};
+    ck_assert_msg(mp_ob_write(b, path, &err) > 0, "%s: %s", path, err.msg);
+    mp_ob_free(b);
+}
+
+START_TEST(op_forms_match_cpu)
+{
+    char path[128], out[128];
+    snprintf(path, sizeof path, "%s/op_forms.onnx", dir);
+    snprintf(out, sizeof out, "%s/forms", dir);
+    write_op_forms(path);
+    const model m = {path, {"--optimizer", "sgd"}, 1}; /* SGD: a gradient's scale shows */
+    check_on_host(&m, out, "ReduceMean/ReduceSum/Resize/ConvTranspose forms", FORMS_RTOL);
 }
 END_TEST
 
@@ -237,6 +391,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, refusal_names_the_op);
     tcase_add_test(tc, host_runtime_matches_cpu);
+    tcase_add_test(tc, op_forms_match_cpu);
     tcase_add_test(tc, every_op_lowers);
     suite_add_tcase(s, tc);
     return s;
