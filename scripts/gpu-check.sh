@@ -12,7 +12,8 @@
 #     softmax and LayerNorm): small; their GPU losses must match the CPU
 #     backend's (memplan-run --random-weights, the same seeded weights and data) to 1e-4 relative
 #     (fp32 without TF32; sums in other orders, atomics in GatherGrad), cnn_bn also on the direct
-#     convolution kernels (MP_CU_NO_CUDNN=1);
+#     convolution kernels (MP_CU_NO_CUDNN=1); ppocr_det (PP-OCRv4's detector, batch 2, 320 x 320:
+#     Resize, ConvTranspose on cuDNN's backward data, ReduceMean) small too, also on the direct kernels;
 #   gpt2_124m (batch 4, sequence 1024) and ResNet-50 (../shared/models/torch/resnet50_train.onnx,
 #     batch 32), store-everything plans, and gpt2_124m at half its peak (recomputation).
 # For each: step time (median of the steps after the first), the planned arena and lower bound
@@ -37,6 +38,7 @@ say() { printf '%s\n' "$*"; }
 CASES="mlp|$ROOT/models/mlp.onnx|--batch 64 --budget 1GB|1
 cnn_bn|$ROOT/models/cnn_bn.onnx|--batch 16 --budget 80%|1
 gpt_decoder|$ROOT/models/gpt_decoder.onnx|--batch 8 --dim sequence=128 --budget 1GB|1
+ppocr_det|$SHARED/models/third-party/ppocr-v4/ch_PP-OCRv4_det_infer.onnx|--batch 2 --dim p2o.DynamicDimension.1=320 --dim p2o.DynamicDimension.2=320 --constants-as-params --budget 100GB --gpu h200|1
 gpt2_124m|$ROOT/models/gpt2_124m.onnx|--batch 4 --dim sequence=1024 --budget 100GB --gpu h200|0
 gpt2_124m_half|$ROOT/models/gpt2_124m.onnx|--batch 4 --dim sequence=1024 --budget 50% --gpu h200|0
 resnet50|$SHARED/models/torch/resnet50_train.onnx|--batch 32 --budget 100GB --gpu h200|0"
@@ -101,7 +103,7 @@ run() {
         fi
         timeout 120 "$d/plan" --steps "$STEPS" --json >"$d/gpu.json" 2>"$d/gpu.err" ||
             { say "  $name: the plan failed: $(tail -3 "$d/gpu.err")"; status=1; continue; }
-        if [ "$name" = cnn_bn ]; then
+        if [ "$name" = cnn_bn ] || [ "$name" = ppocr_det ]; then
             MP_CU_NO_CUDNN=1 timeout 120 "$d/plan" --steps "$STEPS" --json >"$d/gpu_direct.json" 2>"$d/gpu_direct.err" ||
                 { say "  $name: the plan failed on the direct kernels: $(tail -3 "$d/gpu_direct.err")"; status=1; }
         fi
