@@ -48,6 +48,21 @@ static void fill_seeded(mp_tensor *t, const mp_value *v, uint64_t seed, double r
     }
 }
 
+/* The data a ".master" copy starts from: its working copy's, when the step
+ * holds it (small initializers are decoded), so that the copy the forward
+ * reads is the master rounded; NULL otherwise (both are seeded alike). */
+static const mp_tensor *master_source(const mp_graph *g, int32_t v)
+{
+    const char *name = g->values[v].name;
+    size_t n = strlen(name);
+    if (n <= 7 || strcmp(name + n - 7, ".master")) return NULL;
+    char base[512];
+    snprintf(base, sizeof base, "%.*s", (int)(n - 7), name);
+    int32_t w = mp_graph_find(g, base);
+    const mp_tensor *k = w >= 0 ? g->values[w].konst : NULL;
+    return k && k->data ? k : NULL;
+}
+
 int mp_plan_bind_inputs(mp_exec *x, mp_graph *g, void *arena, const int64_t *offsets, uint64_t seed,
                         const char *data, int64_t *top, mp_err *err)
 {
@@ -80,6 +95,8 @@ int mp_plan_bind_inputs(mp_exec *x, mp_graph *g, void *arena, const int64_t *off
             }
         } else if (src && src->data && src->numel == t->numel && src->dtype == t->dtype) {
             memcpy(t->data, src->data, (size_t)val->bytes);
+        } else if ((src = master_source(g, v)) && src->numel == t->numel) {
+            for (int64_t i = 0; i < t->numel; i++) mp_tensor_set_f64(t, i, mp_tensor_get_f64(src, i));
         } else {
             fill_seeded(t, val, seed, mp_plan_seed_range(g, v));
         }
