@@ -174,7 +174,9 @@ int mp_plan_step_outputs(mp_graph *g, mp_err *err)
     keep[n++] = loss;
     for (int32_t i = 0; i < g->nnodes; i++) {
         const mp_node *nd = &g->nodes[i];
-        int32_t v = nd->phase == MP_PHASE_OPTIMIZER && nd->nin > 1 ? nd->in[1] : -1;
+        /* the gradient each in-place update reads (not fp16's gradient check, nor its loss scale update's flag) */
+        bool update = nd->phase == MP_PHASE_OPTIMIZER && nd->nin > 1 && nd->nout && g->values[nd->out[0]].alias >= 0;
+        int32_t v = update && g->values[nd->in[1]].role == MP_ROLE_GRAD ? nd->in[1] : -1;
         bool dup = false;
         for (int32_t k = 0; k < n && !dup; k++) dup = keep[k] == v;
         if (v >= 0 && !dup) keep[n++] = v;

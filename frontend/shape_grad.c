@@ -180,12 +180,15 @@ int shape_NormGrad(mp_graph *g, mp_node *n, mp_err *err)
     return mp_set_out_like(g, n, 2, s->dtype, s);
 }
 
-/* (param, grad, state...) -> (param', state'...): each like what it updates. */
+/* (param, grad, state...) -> (param', state'...): each like what it updates.
+ * With dynamic_loss_scale = 1, two more inputs come last: whether every
+ * gradient is finite and the loss scale's exponent (passes/loss_scale.c). */
 int shape_OptUpdate(mp_graph *g, mp_node *n, mp_err *err)
 {
-    if (n->nin < 2 || n->nout != n->nin - 1)
-        return mp_fail(err, "takes (param, grad, state...) and gives (param', state'...): %d inputs, %d outputs",
-                       n->nin, n->nout);
+    int extra = mp_attr_int(n, "dynamic_loss_scale", 0) ? 2 : 0;
+    if (n->nin < 2 + extra || n->nout != n->nin - 1 - extra)
+        return mp_fail(err, "takes (param, grad, state...%s) and gives (param', state'...): %d inputs, %d outputs",
+                       extra ? ", finite, log2 scale" : "", n->nin, n->nout);
     for (int i = 0; i < n->nin; i++)
         if (need_float(g, n, i, i == 0 ? "param" : i == 1 ? "grad" : "state", err)) return -1;
     for (int k = 0; k < n->nout; k++) {
@@ -193,4 +196,24 @@ int shape_OptUpdate(mp_graph *g, mp_node *n, mp_err *err)
         if (mp_set_out_like(g, n, k, v->dtype, v)) return -1;
     }
     return 0;
+}
+
+/* (log2 scale) -> the seed 2^(max_log2 + log2), a scalar of dtype `to`. */
+int shape_LossScale(mp_graph *g, mp_node *n, mp_err *err)
+{
+    if (n->nin != 1 || n->nout != 1) return mp_fail(err, "takes (log2 scale) and gives (seed)");
+    if (need_float(g, n, 0, "log2 scale", err)) return -1;
+    int64_t t = mp_attr_int(n, "to", MP_FLOAT);
+    if (!mp_dtype_valid((int)t) || !(MP_T(t) & MP_T_FLOATS))
+        return mp_fail(err, "attribute 'to' %lld is not a float type", (long long)t);
+    return mp_set_out(g, n, 0, (mp_dtype)t, 0, NULL);
+}
+
+/* (tensors...) -> 1 when every element of every input is finite, else 0 (a float scalar). */
+int shape_AllFinite(mp_graph *g, mp_node *n, mp_err *err)
+{
+    if (n->nin < 1 || n->nout != 1) return mp_fail(err, "takes (tensors...) and gives (finite)");
+    for (int i = 0; i < n->nin; i++)
+        if (need_float(g, n, i, "tensor", err)) return -1;
+    return mp_set_out(g, n, 0, MP_FLOAT, 0, NULL);
 }

@@ -80,10 +80,22 @@ static inline bool ad_needs(const mp_ad *ad, int32_t v) { return v >= 0 && v < a
 #include "ir/ops/all.def"
 #undef MP_OP
 
-/* fp16 static loss scale (the seed of the backward; the update divides it out).
- * 2^15: the seed is an fp16 constant, and 2^16 is past fp16's largest finite
- * value (65504), so it would seed the backward with inf. */
+/* fp16's loss scale: the first and largest (loss_scale.c lowers it on
+ * overflow). 2^15: the seed is an fp16 scalar, and 2^16 is past fp16's
+ * largest finite value (65504), so it would seed the backward with inf. */
+#define MP_FP16_LOSS_SCALE_LOG2 15
 #define MP_FP16_LOSS_SCALE 32768.0
+
+/* fp16's dynamic loss scale (loss_scale.c): its two resident states. */
+typedef struct mp_loss_scale {
+    int32_t log2, good;     /* the scale is 2^(15 + log2); good: finite steps since the last change */
+} mp_loss_scale;
+/* Makes the states and the backward's seed, a scalar of dtype t. */
+int32_t mp_loss_scale_seed(mp_ad *ad, mp_dtype t, mp_loss_scale *ls);
+/* 1 when every one of the n gradients is finite, else 0 (an fp32 scalar). */
+int32_t mp_loss_scale_check(mp_ad *ad, const int32_t *grads, int n);
+/* The states' update from that flag, in place, after every optimizer update. */
+int mp_loss_scale_update(mp_ad *ad, const mp_loss_scale *ls, int32_t finite);
 
 /* ---- steps (autodiff.c, optimizer.c) ---- */
 /* Emits the backward of the scalar loss; fills param_grad[p] for every
@@ -93,8 +105,9 @@ int mp_autodiff(mp_graph *g, int32_t loss, int32_t seed, int32_t *param_grad, mp
  * LayerNormalization nodes (fuse.c), so the backward saves what the fused
  * op saves; relinks the graph. */
 int mp_train_fuse(mp_graph *g, mp_err *err);
-/* Emits gradient accumulation (micro_batches > 1) and the optimizer update. */
+/* Emits gradient accumulation (micro_batches > 1) and the optimizer update;
+ * with ls (fp16), updates that skip a step whose gradients are not all finite. */
 int mp_optimizer_build(mp_graph *g, const mp_train_opts *o, const int32_t *param_grad, const int32_t *master,
-                       mp_err *err);
+                       const mp_loss_scale *ls, mp_err *err);
 
 #endif

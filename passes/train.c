@@ -405,13 +405,16 @@ static int build_step(mp_graph *g, const mp_train_opts *o, const int32_t *master
     if (loss < 0) return -1;
     ad.phase = MP_PHASE_BACKWARD;
     /* fp16: the loss is scaled so small gradients stay representable; the update unscales */
-    int32_t seed = ad_const_scalar(&ad, g->values[loss].dtype, o->precision == MP_FLOAT16 ? MP_FP16_LOSS_SCALE : 1.0);
+    mp_loss_scale ls;
+    bool scaled = o->precision == MP_FLOAT16;
+    int32_t seed = scaled ? mp_loss_scale_seed(&ad, g->values[loss].dtype, &ls)
+                          : ad_const_scalar(&ad, g->values[loss].dtype, 1.0);
     if (seed < 0) return -1;
     int32_t nvals = g->nvalues;
     int32_t *param_grad = malloc((size_t)nvals * sizeof *param_grad);
     if (!param_grad) return mp_fail(err, "out of memory");
     int rc = mp_autodiff(g, loss, seed, param_grad, err);
-    if (!rc) rc = mp_optimizer_build(g, o, param_grad, master, err);
+    if (!rc) rc = mp_optimizer_build(g, o, param_grad, master, scaled ? &ls : NULL, err);
     free(param_grad);
     if (rc) return -1;
     if (mp_graph_link(g, err)) return -1;

@@ -134,18 +134,6 @@ static int reduce_grad(const mp_kargs *k, mp_err *err, bool mean)
 int mp_cpu_ReduceSumGrad(const mp_kargs *k, mp_err *err) { return reduce_grad(k, err, false); }
 int mp_cpu_ReduceMeanGrad(const mp_kargs *k, mp_err *err) { return reduce_grad(k, err, true); }
 
-/* p' = p - lr * g. */
-int mp_cpu_SGDUpdate(const mp_kargs *k, mp_err *err)
-{
-    if (need_floats(k, err)) return -1;
-    const mp_tensor *p = mp_kin(k, 0), *g = mp_kin(k, 1);
-    if (!p || !g || p->numel != g->numel) return mp_fail(err, "param and grad must have one shape");
-    double lr = mp_attr_float(k->node, "lr", 0.01f);
-    for (int64_t i = 0; i < p->numel; i++)
-        mp_tensor_set_f64(k->out[0], i, mp_tensor_get_f64(p, i) - lr * mp_tensor_get_f64(g, i));
-    return 0;
-}
-
 /* A MatMul operand's dims as numpy promotes them: a 1-D A [K] is [1, K], a
  * 1-D B [K] is [K, 1]; dY gets back the unit dims the product removed. */
 typedef struct mmdims {

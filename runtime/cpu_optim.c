@@ -111,16 +111,25 @@ int mp_cpu_Adam(const mp_kargs *k, mp_err *err)
 
 /* ---- the training step's memplan-domain updates (passes/optimizer.c) ------- */
 
-/* Update inputs (p, g, state...) and outputs (p', state'...): every input a
- * float tensor, every output present and the size of its input. A planned
- * run may place an output over its input (alias), so the kernels below read
- * element i of an input before writing element i of its output. */
+/* Update inputs (p, g, state...[, finite, log2 scale]) and outputs (p',
+ * state'...): every input a float tensor, every output present and the size
+ * of its input. The two last inputs come with dynamic_loss_scale = 1 (fp16,
+ * passes/loss_scale.c). A planned run may place an output over its input
+ * (alias), so the kernels below read element i of an input before writing
+ * element i of its output. */
+static bool dynamic(const mp_kargs *k) { return mp_attr_int(k->node, "dynamic_loss_scale", 0) != 0; }
+
 static int update_check(const mp_kargs *k, int nstate, mp_err *err)
 {
-    if (k->nin != 2 + nstate || k->nout != 1 + nstate) return mp_fail(err, "needs (param, grad, %d state) -> (param', state')", nstate);
+    int extra = dynamic(k) ? 2 : 0;
+    if (k->nin != 2 + nstate + extra || k->nout != 1 + nstate)
+        return mp_fail(err, "needs (param, grad, %d state%s) -> (param', state')", nstate,
+                       extra ? ", finite, log2 scale" : "");
     for (int i = 0; i < k->nin; i++)
         if (!k->in[i] || !mp_dtype_is_float(k->in[i]->dtype)) return mp_kunsupported(err, "input %d is not a float tensor", i);
     if (k->in[1]->numel != k->in[0]->numel) return mp_fail(err, "param and grad must have one shape");
+    for (int i = 0; i < extra; i++)
+        if (k->in[k->nin - 1 - i]->numel != 1) return mp_fail(err, "the finite flag and the log2 scale must be scalars");
     for (int i = 0; i < k->nout; i++) {
         const mp_tensor *in = k->in[i ? i + 1 : 0];
         if (!k->out[i] || k->out[i]->numel != in->numel) return mp_fail(err, "output %d must match its input", i);
@@ -128,16 +137,46 @@ static int update_check(const mp_kargs *k, int nstate, mp_err *err)
     return 0;
 }
 
-/* The gradient with fp16's static loss scale divided out. */
+/* A step whose gradients are not all finite changes nothing: each output
+ * keeps its input (already there when placed over it). */
+static bool skipped(const mp_kargs *k)
+{
+    if (!dynamic(k) || mp_tensor_get_f64(k->in[k->nin - 2], 0) != 0) return false;
+    for (int i = 0; i < k->nout; i++) {
+        const mp_tensor *in = k->in[i ? i + 1 : 0];
+        if (k->out[i]->data != in->data) memcpy(k->out[i]->data, in->data, (size_t)in->numel * mp_elem_size(in->dtype));
+    }
+    return true;
+}
+
+/* The gradient with fp16's loss scale divided out. */
 static double grad_at(const mp_kargs *k, int64_t i, double inv_scale) { return mp_tensor_get_f64(k->in[1], i) * inv_scale; }
 
-static double inv_loss_scale(const mp_kargs *k) { return 1.0 / mp_attr_float(k->node, "loss_scale", 1.0f); }
+/* 1 / loss scale: the attribute, times 2^log2 when the scale is dynamic. */
+static double inv_loss_scale(const mp_kargs *k)
+{
+    double scale = mp_attr_float(k->node, "loss_scale", 1.0f);
+    if (dynamic(k)) scale = ldexp(scale, (int)mp_tensor_get_f64(k->in[k->nin - 1], 0));
+    return 1.0 / scale;
+}
+
+/* PyTorch SGD: p -= lr g. */
+int mp_cpu_SGDUpdate(const mp_kargs *k, mp_err *err)
+{
+    if (update_check(k, 0, err)) return -1;
+    if (skipped(k)) return 0;
+    double lr = mp_attr_float(k->node, "lr", 1e-2f), s = inv_loss_scale(k);
+    for (int64_t i = 0; i < k->in[0]->numel; i++)
+        mp_tensor_set_f64(k->out[0], i, mp_tensor_get_f64(k->in[0], i) - lr * grad_at(k, i, s));
+    return 0;
+}
 
 /* PyTorch SGD with momentum (dampening 0): m = mu m + g, p -= lr m. The first
  * step's buffer is g itself, which a zero-initialized m gives too. */
 int mp_cpu_MomentumUpdate(const mp_kargs *k, mp_err *err)
 {
     if (update_check(k, 1, err)) return -1;
+    if (skipped(k)) return 0;
     double lr = mp_attr_float(k->node, "lr", 1e-2f), mu = mp_attr_float(k->node, "momentum", 0.9f), s = inv_loss_scale(k);
     for (int64_t i = 0; i < k->in[0]->numel; i++) {
         double m = mu * mp_tensor_get_f64(k->in[2], i) + grad_at(k, i, s);
@@ -154,6 +193,7 @@ int mp_cpu_AdamUpdate(const mp_kargs *k, mp_err *err)
 {
     if (update_check(k, 3, err)) return -1;
     if (k->in[4]->numel != 1) return mp_fail(err, "the step counter must be a scalar");
+    if (skipped(k)) return 0;
     double lr = mp_attr_float(k->node, "lr", 1e-3f), wd = mp_attr_float(k->node, "weight_decay", 0.0f);
     double b1 = mp_attr_float(k->node, "beta1", 0.9f), b2 = mp_attr_float(k->node, "beta2", 0.999f);
     double eps = mp_attr_float(k->node, "epsilon", 1e-8f), s = inv_loss_scale(k);
@@ -181,8 +221,9 @@ int mp_cpu_AdamUpdate(const mp_kargs *k, mp_err *err)
  * 1-D parameters keep v like g. */
 int mp_cpu_AdafactorUpdate(const mp_kargs *k, mp_err *err)
 {
-    bool factored = k->nin == 4;
+    bool factored = k->nin - (dynamic(k) ? 2 : 0) == 4;
     if (update_check(k, factored ? 2 : 1, err)) return -1;
+    if (skipped(k)) return 0;
     const mp_tensor *p = k->in[0];
     double lr = mp_attr_float(k->node, "lr", 1e-2f), b2 = mp_attr_float(k->node, "beta2", 0.999f), s = inv_loss_scale(k);
     const double e = 1e-30;
@@ -234,5 +275,52 @@ int mp_cpu_AdafactorUpdate(const mp_kargs *k, mp_err *err)
     for (int64_t i = 0; i < p->numel; i++) sq += u[i] * u[i];
     double rms = p->numel ? sqrt(sq / (double)p->numel) : 0, clip = rms > 1 ? rms : 1;
     for (int64_t i = 0; i < p->numel; i++) mp_tensor_set_f64(k->out[0], i, mp_tensor_get_f64(p, i) - lr * u[i] / clip);
+    return 0;
+}
+
+/* ---- fp16's dynamic loss scale (passes/loss_scale.c) ----------------------- */
+
+#define LOSS_SCALE_MIN_LOG2 (-39) /* 2^(15 - 39) = 2^-24, fp16's smallest step: the seed stays above 0 */
+
+/* (log2) -> 2^(max_log2 + log2), a scalar of the output's dtype. */
+int mp_cpu_LossScale(const mp_kargs *k, mp_err *err)
+{
+    if (k->nin != 1 || k->nout != 1 || !k->in[0] || k->in[0]->numel != 1 || !k->out[0] || k->out[0]->numel != 1)
+        return mp_fail(err, "needs a scalar log2 scale and gives a scalar seed");
+    int e = (int)mp_attr_int(k->node, "max_log2", 15) + (int)mp_tensor_get_f64(k->in[0], 0);
+    mp_tensor_set_f64(k->out[0], 0, ldexp(1.0, e));
+    return 0;
+}
+
+/* (tensors...) -> 1 when every element is finite, else 0. */
+int mp_cpu_AllFinite(const mp_kargs *k, mp_err *err)
+{
+    if (k->nout != 1 || !k->out[0] || k->out[0]->numel != 1) return mp_fail(err, "gives one scalar");
+    bool ok = true;
+    for (int i = 0; i < k->nin && ok; i++) {
+        if (!k->in[i] || !mp_dtype_is_float(k->in[i]->dtype)) return mp_kunsupported(err, "input %d is not a float tensor", i);
+        for (int64_t e = 0; e < k->in[i]->numel && ok; e++) ok = isfinite(mp_tensor_get_f64(k->in[i], e));
+    }
+    mp_tensor_set_f64(k->out[0], 0, ok ? 1 : 0);
+    return 0;
+}
+
+/* (log2, finite, good steps) -> (log2', good steps'): GradScaler's rule. */
+int mp_cpu_LossScaleUpdate(const mp_kargs *k, mp_err *err)
+{
+    if (k->nin != 3 || k->nout != 2) return mp_fail(err, "needs (log2, finite, good steps) -> (log2', good steps')");
+    for (int i = 0; i < 3; i++)
+        if (!k->in[i] || k->in[i]->numel != 1) return mp_fail(err, "input %d must be a scalar", i);
+    for (int i = 0; i < 2; i++)
+        if (!k->out[i] || k->out[i]->numel != 1) return mp_fail(err, "output %d must be a scalar", i);
+    double e = mp_tensor_get_f64(k->in[0], 0), good = mp_tensor_get_f64(k->in[2], 0);
+    double interval = (double)mp_attr_int(k->node, "growth_interval", 2000);
+    if (mp_tensor_get_f64(k->in[1], 0) == 0) {
+        e = fmax(e - 1, LOSS_SCALE_MIN_LOG2), good = 0;
+    } else if (++good >= interval) {
+        e = fmin(e + 1, 0), good = 0;
+    }
+    mp_tensor_set_f64(k->out[0], 0, e);
+    mp_tensor_set_f64(k->out[1], 0, good);
     return 0;
 }

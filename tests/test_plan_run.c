@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "codegen/plan.h"
-#include "passes/autodiff.h" /* defines: MP_FP16_LOSS_SCALE */
+#include "passes/autodiff.h" /* defines: MP_FP16_LOSS_SCALE (the first scale) */
 #include "passes/cost.h"
 #include "passes/lifetime.h"
 #include "passes/remat.h"
@@ -142,8 +142,8 @@ static void against_fp32(const char *path, const mp_plan_opts *o, const ref *low
     const char *file = strrchr(path, '/') + 1;
     double gmax = largest_gradient(&fp32), u = o->precision == MP_BFLOAT16 ? BF16_U : FP16_U;
     if (o->precision == MP_FLOAT16 && gmax * MP_FP16_LOSS_SCALE > FP16_MAX) {
-        /* a static loss scale cannot hold this step: the fp16 gradients overflow
-         * (PyTorch's GradScaler would find the inf and skip the step) */
+        /* the first loss scale cannot hold this step: the fp16 gradients overflow, and
+         * the update skips the step and halves the scale (fp16_loss_scale) */
         ck_assert_msg(!all_finite(low), "%s: fp32 gradients reach %g, so the fp16 step must overflow", path, gmax);
         printf("  %-24s fp16: the fp32 gradients reach %.3g, times the loss scale %g past fp16's %g: the step "
                "overflows (inf), not compared with fp32\n", file, gmax, MP_FP16_LOSS_SCALE, FP16_MAX);
@@ -359,6 +359,85 @@ START_TEST(low_from_weights)
 }
 END_TEST
 
+/* fp16's dynamic loss scale (passes/loss_scale.c) on the store-everything
+ * plan, seeded weights: cnn_bn's first steps overflow (its fp32 gradients
+ * reach 2.07, times 2^15 past fp16's 65504), so each of them halves the scale
+ * and changes no parameter, moment or step counter, until a step at a lower
+ * scale is finite and updates; mlp's never overflow: the scale stays and the
+ * good steps count. */
+static double state_of(mp_plan_exec *pe, const char *name)
+{
+    int32_t v = mp_graph_find(mp_plan_exec_graph(pe), name);
+    ck_assert_msg(v >= 0, "no state '%s'", name);
+    const mp_tensor *t = mp_exec_value(mp_plan_exec_executor(pe), v);
+    ck_assert(t && t->numel == 1);
+    return mp_tensor_get_f64(t, 0);
+}
+
+/* A hash of every resident state but the loss scale's (parameters, masters, moments, steps). */
+static uint64_t state_hash(mp_plan_exec *pe)
+{
+    const mp_graph *g = mp_plan_exec_graph(pe);
+    uint64_t h = MP_PLAN_FNV_INIT;
+    for (int32_t v = 0; v < g->nvalues; v++) {
+        const mp_value *val = &g->values[v];
+        if (val->producer >= 0 || (val->role != MP_ROLE_PARAM && val->role != MP_ROLE_OPT_STATE) ||
+            !strncmp(val->name, "loss_scale.", 11))
+            continue;
+        const mp_tensor *t = mp_exec_value(mp_plan_exec_executor(pe), v);
+        if (t && t->data) h = mp_plan_fnv1a(h, t->data, (size_t)t->numel * mp_elem_size(t->dtype));
+    }
+    return h;
+}
+
+static void loss_scale_run(const char *path, mp_plan_opts o, int nsteps, bool overflows)
+{
+    mp_err err = {""};
+    mp_schedule s;
+    mp_model *m = mp_plan_step_new(path, &o, &s, &err);
+    ck_assert_msg(m, "%s", err.msg);
+    mp_plan_info info;
+    ck_assert_msg(!mp_plan_write(dir, path, &o, m->graph, &s, -1, &info, &err), "%s", err.msg);
+    mp_schedule_free(&s);
+    mp_onnx_close(m);
+    mp_plan p;
+    ck_assert_msg(!mp_plan_load(dir, &p, &err), "%s", err.msg);
+    mp_plan_run_opts ro = {.seed = SEED};
+    mp_plan_exec *pe = mp_plan_exec_new(&p, &ro, &err);
+    ck_assert_msg(pe, "%s", err.msg);
+    int skipped = 0, updated = 0;
+    for (int i = 0; i < nsteps; i++) {
+        uint64_t before = state_hash(pe);
+        double e = state_of(pe, "loss_scale.log2"), good = state_of(pe, "loss_scale.good_steps"), loss;
+        ck_assert_msg(!mp_plan_exec_step(pe, &loss, NULL, &err), "%s", err.msg);
+        ck_assert_msg(isfinite(loss), "step %d: loss %g", i + 1, loss);
+        double e2 = state_of(pe, "loss_scale.log2"), good2 = state_of(pe, "loss_scale.good_steps");
+        bool same = state_hash(pe) == before;
+        if (e2 == e - 1) { /* overflow: halved, nothing else changed */
+            ck_assert_msg(same && good2 == 0, "step %d: the scale halved but the state changed", i + 1);
+            ck_assert_msg(!updated, "step %d: overflow after a finite step", i + 1);
+            skipped++;
+        } else { /* finite: updated at this scale, one more good step */
+            ck_assert_msg(e2 == e && good2 == good + 1 && !same, "step %d: log2 %g -> %g, good %g -> %g, %s", i + 1, e,
+                          e2, good, good2, same ? "no update" : "updated");
+            updated++;
+        }
+        printf("  %-24s fp16 step %d: loss %.6f, scale 2^%g -> 2^%g, %s\n", strrchr(path, '/') + 1, i + 1, loss,
+               15 + e, 15 + e2, same ? "skipped (not finite)" : "updated");
+    }
+    ck_assert_msg(overflows ? skipped > 0 && updated > 0 : skipped == 0, "%d steps skipped, %d updated", skipped, updated);
+    ck_assert_int_eq(mp_plan_exec_peak(pe), p.arena_bytes);
+    mp_plan_exec_free(pe);
+    mp_plan_free(&p);
+}
+
+START_TEST(fp16_loss_scale)
+{
+    loss_scale_run(MODEL("cnn_bn.onnx"), at(opts(2, NULL, 0), MP_FLOAT16), 6, true);
+    loss_scale_run(MODEL("mlp.onnx"), at(opts(8, NULL, 0), MP_FLOAT16), 3, false);
+}
+END_TEST
+
 /* ---- corrupted plans ---- */
 
 static char *slurp(const char *path, size_t *n)
@@ -537,6 +616,7 @@ int main(void)
     tcase_add_test(tc, gpt_decoder_low);
     tcase_add_test(tc, mnist_low);
     tcase_add_test(tc, low_from_weights);
+    tcase_add_test(tc, fp16_loss_scale);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

@@ -167,13 +167,31 @@ START_TEST(mixed_precision)
                 !build(&s, files[f], &o, f ? 2 : 1, (const char *[]){"batch", "sequence"}, (int64_t[]){2, 16}, &err),
                 "%s: %s", files[f], err.msg);
             ck_assert_int_eq(s.param_bytes, 2 * s.param_elems);
-            ck_assert_int_eq(s.state_bytes, 3 * 4 * s.param_elems + 4 * s.nparams); /* master, moments, steps */
+            /* master, moments, steps; fp16: the loss scale's exponent and good-step count */
+            ck_assert_int_eq(s.state_bytes, 3 * 4 * s.param_elems + 4 * s.nparams + (lows[k] == MP_FLOAT16 ? 8 : 0));
             for (int32_t i = 0; i < s.g->nvalues; i++) {
                 const mp_value *v = &s.g->values[i];
                 if (v->role == MP_ROLE_GRAD || v->role == MP_ROLE_PARAM) ck_assert_int_eq(v->dtype, lows[k]);
                 if (v->role == MP_ROLE_OPT_STATE) ck_assert_int_eq(v->dtype, MP_FLOAT);
                 ck_assert_int_ge(v->bytes, v->kind == MP_KIND_TENSOR && (v->producer >= 0 || v->ncons) ? 0 : -1);
             }
+            /* fp16 only: one seed from the scale, one check of every gradient that each update reads, one
+             * update of the scale, after the others */
+            int seeds = 0, checks = 0, rescale = 0, updates = 0, reading = 0, finite = -1, after = 0;
+            for (int32_t i = 0; i < s.g->nnodes; i++) {
+                const mp_node *n = &s.g->nodes[i];
+                seeds += !strcmp(n->op_type, "LossScale");
+                if (!strcmp(n->op_type, "AllFinite")) {
+                    checks++, finite = n->out[0];
+                    ck_assert_int_eq(n->nin, s.nparams);
+                }
+                if (!strcmp(n->op_type, "LossScaleUpdate")) rescale++, after = updates;
+                if (!strcmp(n->op_type, "AdamUpdate")) updates++, reading += n->in[n->nin - 2] == finite;
+            }
+            int want = lows[k] == MP_FLOAT16;
+            ck_assert(seeds == want && checks == want && rescale == want);
+            ck_assert_int_eq(reading, want ? updates : 0);
+            ck_assert_int_eq(after, want ? s.nparams : 0);
             close_step(&s);
         }
 }
