@@ -575,20 +575,34 @@ MP_HD void k_conv_dx(const mp_cu_args *a, int64_t i)
     ((float *)a->x[2])[i] = (float)s;
 }
 
-/* dY x0, X x1 -> dW x2, a thread per element of W */
+/* dY x0, X x1 -> dW x2, a thread per element of W. The output positions are
+ * walked by an odometer and the tap's offsets kept per dim, so the long loop
+ * (every output of every image) has no division. */
 MP_HD void k_conv_dw(const mp_cu_args *a, int64_t i)
 {
     const int64_t *p = a->p;
-    int64_t kp = i % p[W_KN], cg = (i / p[W_KN]) % p[W_CG], m = i / (p[W_KN] * p[W_CG]), oidx[MP_CU_MAXSP];
+    int nsp = (int)p[W_NSP];
+    int64_t kp = i % p[W_KN], cg = (i / p[W_KN]) % p[W_CG], m = i / (p[W_KN] * p[W_CG]), kidx[MP_CU_MAXSP];
     const float *dy = (const float *)a->x[0], *x = (const float *)a->x[1];
-    int64_t c = (m / p[W_MG]) * p[W_CG] + cg;
+    int64_t c = (m / p[W_MG]) * p[W_CG] + cg, base[MP_CU_MAXSP];
+    mp_cu_unflat(nsp, p + W_K, kp, kidx);
+    for (int d = 0; d < nsp; d++) base[d] = kidx[d] * p[W_D + d] - p[W_PB + d]; /* input position of output 0 */
     double s = 0;
-    for (int64_t n = 0; n < p[W_N]; n++)
+    for (int64_t n = 0; n < p[W_N]; n++) {
+        const float *dyn = dy + (n * p[W_M] + m) * p[W_OUTN], *xn = x + (n * p[W_C] + c) * p[W_INN];
+        int64_t oidx[MP_CU_MAXSP] = {0};
         for (int64_t o = 0; o < p[W_OUTN]; o++) {
-            mp_cu_unflat((int)p[W_NSP], p + W_OUT, o, oidx);
-            int64_t at = mp_cu_tap(p, oidx, kp);
-            if (at >= 0) s += (double)dy[(n * p[W_M] + m) * p[W_OUTN] + o] * x[(n * p[W_C] + c) * p[W_INN] + at];
+            int64_t at = 0;
+            int d = 0;
+            for (; d < nsp; d++) {
+                int64_t pos = base[d] + oidx[d] * p[W_S + d];
+                if (pos < 0 || pos >= p[W_IN + d]) break;
+                at = at * p[W_IN + d] + pos;
+            }
+            if (d == nsp) s += (double)dyn[o] * xn[at];
+            for (d = nsp - 1; d >= 0 && ++oidx[d] == p[W_OUT + d]; d--) oidx[d] = 0;
         }
+    }
     ((float *)a->x[2])[i] = (float)s;
 }
 
