@@ -395,7 +395,9 @@ static int report_infeasible(plan *p, const char *why)
         }
     }
     if (have) mp_rsched_free(&o);
-    char dom[384];
+    char dom[512];
+    int64_t floor_any = 0;
+    int32_t floor_at = -1;
     if (p->usable <= 0)
         snprintf(dom, sizeof dom, "the reserve alone (%.2f MiB, --reserve) takes the whole budget", mib(p->reserve));
     else if (p->onnx && params_state > p->usable)
@@ -403,11 +405,16 @@ static int report_infeasible(plan *p, const char *why)
     else if (resident > p->usable)
         snprintf(dom, sizeof dom, "resident tensors (parameters, optimizer state, buffers, inputs) alone take %.2f MiB",
                  mib(resident));
-    else
+    else if ((floor_any = mp_remat_any_plan_least_peak(&p->rg, &floor_at)) >= min_peak) /* proven for every order */
         snprintf(dom, sizeof dom, "the least peak any plan reaches is %.2f MiB, at node %.60s (its inputs and "
                  "outputs take %.2f MiB, resident tensors %.2f MiB)", mib(min_peak),
                  at >= 0 ? p->rg.node_name[at] : "?",
                  mib(footprint), mib(resident));
+    else /* the least found; what any order needs is less (docs/ilp.md, "A bound on every plan") */
+        snprintf(dom, sizeof dom, "the least peak of memplan's plans is %.2f MiB, at node %.60s (its inputs and "
+                 "outputs take %.2f MiB, resident tensors %.2f MiB); no order goes below %.2f MiB (at node %.60s)",
+                 mib(min_peak), at >= 0 ? p->rg.node_name[at] : "?", mib(footprint), mib(resident),
+                 mib(floor_any > 0 ? floor_any : 0), floor_at >= 0 ? p->rg.node_name[floor_at] : "?");
     if (p->slack > 0) { /* the placement, not the live bytes, made it infeasible */
         size_t len = strlen(dom);
         snprintf(dom + len, sizeof dom - len, "; the arena's placement needs %.2f MiB more than the live bytes",

@@ -230,6 +230,12 @@ int mp_remat_min_peak(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *pea
 int mp_remat_any_plan_bound(const mp_rgraph *rg, int64_t budget, double seconds, double *cost, int32_t *step,
                             mp_err *err);
 
+/* A lower bound on the peak of every such order: at some node, the resident
+ * values, its inputs and outputs and the values crossing it that cannot be made
+ * again (their producer cannot rerun, or they are pinned or kept to the end)
+ * are all live. *step gets that node. -1 when out of memory. */
+int64_t mp_remat_any_plan_least_peak(const mp_rgraph *rg, int32_t *step);
+
 /* ---- baselines (remat_baselines.c): orders, counted with mp_rsched_count ---- */
 
 typedef enum mp_rbaseline {

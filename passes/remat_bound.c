@@ -251,3 +251,49 @@ done:
     free(live), free(steps), free(b.last_use), free(b.stamp), free(b.xcol), free(b.ycol), free(b.ind), free(b.val);
     return rc;
 }
+
+/* Whether v stays live from its producer to its last use in every order: it
+ * cannot be made again. */
+static bool fixed_value(const mp_rgraph *rg, int32_t v)
+{
+    return !rg->recomputable[rg->producer[v]] || rg->pinned[v] || rg->keep_to_end[v];
+}
+
+/* v's bytes at node t's run, once per node (stamp), unless v is fixed and t
+ * lies strictly inside its life (counted with what crosses t). */
+static int64_t own_bytes(const mp_rgraph *rg, int32_t t, int32_t v, const int32_t *end, int32_t *stamp)
+{
+    if (rg->producer[v] < 0 || stamp[v] == t) return 0;
+    stamp[v] = t;
+    return fixed_value(rg, v) && rg->producer[v] < t && t < end[v] ? 0 : rg->bytes[v];
+}
+
+int64_t mp_remat_any_plan_least_peak(const mp_rgraph *rg, int32_t *step)
+{
+    int32_t n = rg->nnodes, nv = rg->nvalues;
+    int64_t resident = 0, best = 0, run = 0, *cross = calloc((size_t)n + 1, sizeof *cross);
+    int32_t *end = malloc(((size_t)nv + 1) * sizeof *end), *stamp = malloc(((size_t)nv + 1) * sizeof *stamp);
+    *step = -1;
+    if (!cross || !end || !stamp) {
+        free(cross), free(end), free(stamp);
+        return -1;
+    }
+    for (int32_t v = 0; v < nv; v++) end[v] = rg->keep_to_end[v] ? n : -1, stamp[v] = -1; /* n: live at the last step too */
+    for (int32_t i = 0; i < n; i++)
+        for (int k = rg->in_off[i]; k < rg->in_off[i + 1]; k++)
+            if (end[rg->in[k]] < i) end[rg->in[k]] = i;
+    for (int32_t v = 0; v < nv; v++) { /* fixed values strictly inside their lives, as a difference array */
+        int32_t p = rg->producer[v];
+        if (p < 0) resident += rg->bytes[v];
+        else if (fixed_value(rg, v) && end[v] > p + 1) cross[p + 1] += rg->bytes[v], cross[end[v]] -= rg->bytes[v];
+    }
+    for (int32_t t = 0; t < n; t++) {
+        run += cross[t];
+        int64_t here = resident + run;
+        for (int k = rg->in_off[t]; k < rg->in_off[t + 1]; k++) here += own_bytes(rg, t, rg->in[k], end, stamp);
+        for (int k = rg->out_off[t]; k < rg->out_off[t + 1]; k++) here += own_bytes(rg, t, rg->out[k], end, stamp);
+        if (here > best) best = here, *step = t;
+    }
+    free(cross), free(end), free(stamp);
+    return best;
+}

@@ -227,6 +227,17 @@ START_TEST(test_smallest_feasible)
     if (have_graphs()) {
         check_smallest((const char *[]){"--graph-json", VGG}, 2);
         check_smallest((const char *[]){"--graph-json", RANDOM100}, 2);
+        /* "any plan" only when proven for every order: VGG16's least peak is one node's inputs and outputs;
+         * on Moccasin's n250 graph the least found is above what every order needs */
+        run_result v = RUN("--graph-json", VGG, "--budget", "1000000B");
+        assert_one_line_error(&v, 3);
+        ck_assert_msg(strstr(v.err, "the least peak any plan reaches is"), "%s", v.err);
+        run_free(&v);
+        v = RUN("--graph-json", GRAPHS "random_layered_n250_w0.43_nlv0.75_ed0.2_scd0.14.json", "--budget", "1000B");
+        assert_one_line_error(&v, 3);
+        ck_assert_msg(strstr(v.err, "the least peak of memplan's plans is") && strstr(v.err, "no order goes below"), "%s",
+                      v.err);
+        run_free(&v);
     }
     /* a model: the default reserve (512 MiB) is part of the smallest budget */
     check_smallest((const char *[]){MODEL("mlp.onnx"), "--batch", "8"}, 3);

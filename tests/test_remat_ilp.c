@@ -290,7 +290,7 @@ static double any_plan_bound_checked(const mp_rgraph *rg, const mp_rspace *sp, i
 START_TEST(oracle)
 {
     int32_t tested = 0, budgets = 0, with_drops = 0, nontrivial = 0, several = 0, cheaper = 0, inside = 0;
-    int32_t bounded = 0, tight = 0;
+    int32_t bounded = 0, tight = 0, peak_tight = 0;
     for (uint64_t seed = 1; tested < 250; seed++) {
         ck_assert_msg(seed < 2000, "too few instances small enough to enumerate");
         tgraph tg;
@@ -339,6 +339,11 @@ START_TEST(oracle)
         for (int32_t k = 0; k < n; k++)
             if (oc[k].peak < minp) minp = oc[k].peak;
         ck_assert_int_eq(oc[0].peak, sp.base_peak); /* the first vector keeps everything */
+        int32_t lb_at; /* no order peaks below the bound on every plan's peak */
+        int64_t lb = mp_remat_any_plan_least_peak(&rg, &lb_at);
+        ck_assert_msg(lb > 0 && lb <= minp && lb_at >= 0, "seed %llu: least peak bound %lld, oracle %lld",
+                      (unsigned long long)seed, (long long)lb, (long long)minp);
+        peak_tight += lb == minp;
 
         /* (2) the least peak */
         mp_rsolve_opts o = mp_rsolve_defaults();
@@ -394,8 +399,10 @@ START_TEST(oracle)
     }
     printf("oracle: %d instances (%d with droppable values), %d budgets, %d with a recompute cost; %d values with "
            "several gaps, %d budgets cheaper than with one gap per value, %d candidates making an input inside; "
-           "the bound on every plan is above 0 at %d budgets, equal to the least cost at %d\n",
-           tested, with_drops, budgets, nontrivial, several, cheaper, inside, bounded, tight);
+           "the bound on every plan is above 0 at %d budgets, equal to the least cost at %d; the bound on every "
+           "plan's peak equals the least peak on %d instances\n",
+           tested, with_drops, budgets, nontrivial, several, cheaper, inside, bounded, tight, peak_tight);
+    ck_assert_int_ge(peak_tight, 100);
     ck_assert_int_ge(bounded, 100);
     ck_assert_int_ge(tight, 50);
     ck_assert_int_ge(several, 50);
