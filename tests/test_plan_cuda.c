@@ -1,7 +1,8 @@
 /* test_plan_cuda.c - the CUDA codegen (codegen/plan_cu.c) and runtime
  * (runtime/cuda/), without a GPU:
  *   1. every op of the training steps of the project's models, the third-party
- *      MNIST model and the torch exports (training and forward-only) lowers:
+ *      models (MNIST, super_resolution, PP-OCRv4, ORT's gpt2_megatron, bert_toy,
+ *      eval_model) and the torch exports (training and forward-only) lowers:
  *      `memplan -o` writes plan.cu for each;
  *   2. the small models' plan.cu, linked with the host runtime
  *      (runtime/cuda/mp_cu_host.c: the GPU kernels' element functions run on
@@ -10,7 +11,8 @@
  *      plainly and with the GPU's long sums and rows split into blocks
  *      (MP_CU_HOST_BLOCKS=1) as the GPU splits them; under
  *      the sanitizer build it runs with ASan, so index math that strays
- *      outside a tensor fails here;
+ *      outside a tensor fails here; a model written here holds the forms of
+ *      ReduceMean/ReduceSum, Resize and ConvTranspose no real model shows;
  *   3. when nvcc is present, each plan.cu of step 1 compiles and links against
  *      the GPU runtime (compiled once: memplan_cuda.cu, mp_cu_cudnn.cu; cuBLAS,
  *      cuDNN), with every nvcc warning an error. */
