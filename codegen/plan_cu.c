@@ -1117,7 +1117,7 @@ static const char *lower_optim(cg *c, const mp_node *n)
     I->t[0] = T(c, n->out[0]), I->t[1] = T(c, n->in[1]);
     for (int i = 1; i <= ns; i++) I->t[i + 1] = T(c, n->out[i]);
     double inv_scale = 1.0 / mp_attr_float(n, "loss_scale", 1.0f);
-    if (optim_ops[k].rule == MP_CU_OPT_SGD) I->f[0] = mp_attr_float(n, "lr", 0.01f);
+    if (optim_ops[k].rule == MP_CU_OPT_SGD) I->f[0] = mp_attr_float(n, "lr", 0.01f), I->f[5] = inv_scale;
     if (optim_ops[k].rule == MP_CU_OPT_MOMENTUM)
         I->f[0] = mp_attr_float(n, "lr", 1e-2f), I->f[1] = mp_attr_float(n, "momentum", 0.9f), I->f[5] = inv_scale;
     if (optim_ops[k].rule != MP_CU_OPT_ADAM) return NULL;

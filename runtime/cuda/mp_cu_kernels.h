@@ -762,7 +762,7 @@ MP_HD void k_trilu(const mp_cu_args *a, int64_t i)
 enum { MP_CU_OPT_STEP_INC = 3 };
 
 /* p[0] rule. Adam: param x0, grad x1, m x2, v x3, step x4; f: lr, beta1, beta2, eps, weight decay,
- * inverse loss scale. SGD: param x0, grad x1; f0 lr. Momentum: param x0, grad x1, buffer x2; f0 lr,
+ * inverse loss scale. SGD: param x0, grad x1; f0 lr, f5 inverse loss scale. Momentum: param x0, grad x1, buffer x2; f0 lr,
  * f1 momentum, f5 inverse loss scale. STEP_INC: step x4 += 1 (after the Adam launch). */
 MP_HD void k_optim(const mp_cu_args *a, int64_t i)
 {
@@ -778,7 +778,7 @@ MP_HD void k_optim(const mp_cu_args *a, int64_t i)
         p[i] = (float)(pp - f[0] * (mm / c1) / (sqrt(vv / c2) + f[3]));
         break;
     }
-    case MP_CU_OPT_SGD: p[i] = (float)(p[i] - f[0] * g[i]); break;
+    case MP_CU_OPT_SGD: p[i] = (float)(p[i] - f[0] * (g[i] * f[5])); break;
     case MP_CU_OPT_MOMENTUM: {
         double mm = f[1] * m[i] + g[i] * f[5];
         m[i] = (float)mm;
