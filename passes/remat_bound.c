@@ -50,7 +50,15 @@ static bool needed_after(const bound_lp *b, int32_t v, int32_t t)
     return b->last_use[v] > t || b->rg->keep_to_end[v];
 }
 
-static bool may_rerun(const mp_rgraph *rg, int32_t p, int32_t t) { return p >= 0 && p < t && rg->recomputable[p]; }
+/* last[v] = the latest node reading v (-1: none; with to_end, nnodes for a
+ * value kept to the end); every stamp cleared to -1. */
+static void last_readers(const mp_rgraph *rg, int32_t *last, int32_t *stamp, bool to_end)
+{
+    for (int32_t v = 0; v < rg->nvalues; v++) last[v] = to_end && rg->keep_to_end[v] ? rg->nnodes : -1, stamp[v] = -1;
+    for (int32_t i = 0; i < rg->nnodes; i++)
+        for (int k = rg->in_off[i]; k < rg->in_off[i + 1]; k++)
+            if (last[rg->in[k]] < i) last[rg->in[k]] = i;
+}
 
 /* Column of value v in the LP at step t: made before t, not resident, not
  * touched by t. Created on first use. */
@@ -120,7 +128,7 @@ static double bound_at(bound_lp *b, int32_t t, int64_t budget, int64_t resident,
             int len = 0;
             b->ind[++len] = b->ycol[p], b->val[len] = 1;
             b->ind[++len] = x_of(b, P, u), b->val[len] = -1;
-            if (may_rerun(rg, rg->producer[u], t)) b->ind[++len] = b->ycol[rg->producer[u]], b->val[len] = -1;
+            if (b->ycol[rg->producer[u]]) b->ind[++len] = b->ycol[rg->producer[u]], b->val[len] = -1;
             int r = glp_add_rows(P, 1);
             glp_set_mat_row(P, r, len, b->ind, b->val);
             glp_set_row_bnds(P, r, GLP_UP, 0, 0);
@@ -213,10 +221,7 @@ int mp_remat_any_plan_bound(const mp_rgraph *rg, int64_t budget, double seconds,
         mp_fail(err, "out of memory in the recompute bound");
         goto done;
     }
-    for (int32_t v = 0; v < nv; v++) b.last_use[v] = -1, b.stamp[v] = -1;
-    for (int32_t i = 0; i < n; i++)
-        for (int k = rg->in_off[i]; k < rg->in_off[i + 1]; k++)
-            if (b.last_use[rg->in[k]] < i) b.last_use[rg->in[k]] = i;
+    last_readers(rg, b.last_use, b.stamp, false);
     int64_t resident = 0;
     for (int32_t v = 0; v < nv; v++) { /* store-everything memory at each step, as a difference array */
         int32_t p = rg->producer[v];
@@ -278,10 +283,7 @@ int64_t mp_remat_any_plan_least_peak(const mp_rgraph *rg, int32_t *step)
         free(cross), free(end), free(stamp);
         return -1;
     }
-    for (int32_t v = 0; v < nv; v++) end[v] = rg->keep_to_end[v] ? n : -1, stamp[v] = -1; /* n: live at the last step too */
-    for (int32_t i = 0; i < n; i++)
-        for (int k = rg->in_off[i]; k < rg->in_off[i + 1]; k++)
-            if (end[rg->in[k]] < i) end[rg->in[k]] = i;
+    last_readers(rg, end, stamp, true); /* kept to the end: n, live at the last step too */
     for (int32_t v = 0; v < nv; v++) { /* fixed values strictly inside their lives, as a difference array */
         int32_t p = rg->producer[v];
         if (p < 0) resident += rg->bytes[v];

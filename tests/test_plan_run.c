@@ -311,9 +311,10 @@ START_TEST(mnist_low)
 }
 END_TEST
 
-/* The store-everything plan of path's step run for nsteps from the model's
- * own weights (fp32 in the file), each step's loss in loss[]. */
-static void steps_from_weights(const char *path, const mp_plan_opts *o, int nsteps, double *loss)
+/* path's step planned in its store-everything order, written to dir, loaded into
+ * p and prepared to run with ro. */
+static mp_plan_exec *store_everything_exec(const char *path, const mp_plan_opts *o, const mp_plan_run_opts *ro,
+                                           mp_plan *p)
 {
     mp_err err = {""};
     mp_schedule s;
@@ -323,11 +324,20 @@ static void steps_from_weights(const char *path, const mp_plan_opts *o, int nste
     ck_assert_msg(!mp_plan_write(dir, path, o, m->graph, &s, -1, &info, &err), "%s", err.msg);
     mp_schedule_free(&s);
     mp_onnx_close(m);
-    mp_plan p;
-    ck_assert_msg(!mp_plan_load(dir, &p, &err), "%s", err.msg);
-    mp_plan_run_opts ro = {.seed = SEED, .weights_from_model = true};
-    mp_plan_exec *pe = mp_plan_exec_new(&p, &ro, &err);
+    ck_assert_msg(!mp_plan_load(dir, p, &err), "%s", err.msg);
+    mp_plan_exec *pe = mp_plan_exec_new(p, ro, &err);
     ck_assert_msg(pe, "%s", err.msg);
+    return pe;
+}
+
+/* The store-everything plan of path's step run for nsteps from the model's
+ * own weights (fp32 in the file), each step's loss in loss[]. */
+static void steps_from_weights(const char *path, const mp_plan_opts *o, int nsteps, double *loss)
+{
+    mp_err err = {""};
+    mp_plan p;
+    mp_plan_run_opts ro = {.seed = SEED, .weights_from_model = true};
+    mp_plan_exec *pe = store_everything_exec(path, o, &ro, &p);
     for (int i = 0; i < nsteps; i++) ck_assert_msg(!mp_plan_exec_step(pe, &loss[i], NULL, &err), "%s", err.msg);
     ck_assert_int_eq(mp_plan_exec_peak(pe), p.arena_bytes);
     mp_plan_exec_free(pe);
@@ -393,18 +403,9 @@ static uint64_t state_hash(mp_plan_exec *pe)
 static void loss_scale_run(const char *path, mp_plan_opts o, int nsteps, bool overflows)
 {
     mp_err err = {""};
-    mp_schedule s;
-    mp_model *m = mp_plan_step_new(path, &o, &s, &err);
-    ck_assert_msg(m, "%s", err.msg);
-    mp_plan_info info;
-    ck_assert_msg(!mp_plan_write(dir, path, &o, m->graph, &s, -1, &info, &err), "%s", err.msg);
-    mp_schedule_free(&s);
-    mp_onnx_close(m);
     mp_plan p;
-    ck_assert_msg(!mp_plan_load(dir, &p, &err), "%s", err.msg);
     mp_plan_run_opts ro = {.seed = SEED};
-    mp_plan_exec *pe = mp_plan_exec_new(&p, &ro, &err);
-    ck_assert_msg(pe, "%s", err.msg);
+    mp_plan_exec *pe = store_everything_exec(path, &o, &ro, &p);
     int skipped = 0, updated = 0;
     for (int i = 0; i < nsteps; i++) {
         uint64_t before = state_hash(pe);
