@@ -6,10 +6,12 @@
  * (mp_remat_any_plan_bound, 0.2 s, as memplan gives it), the ILP's gap to its
  * LP bound, its status and its solve time. A baseline that does not fit shows "—".
  *
- *   memplan-remat-bench [--time-limit SEC] [--expand NODES] FILE_OR_DIR...
+ *   memplan-remat-bench [--time-limit SEC] [--expand NODES] [--retain-over N] FILE_OR_DIR...
  *
  * --expand: recipes that make an input for themselves on graphs of at most
- * NODES nodes (mp_rspace_opts.expand_nodes, default 0).
+ * NODES nodes (mp_rspace_opts.expand_nodes, default 0). --retain-over:
+ * retaining candidates also where a recipe reruns more than N nodes
+ * (mp_rspace_opts.retain_over; default only where no recipe is offered).
  *
  * Exit status 1 if any ILP plan's recount exceeds the budget or differs from
  * the peak the ILP counted (the row says which). */
@@ -25,6 +27,7 @@
 
 static const double fractions[] = {0.5, 0.6, 0.7, 0.8, 0.9};
 static int32_t expand_nodes; /* --expand */
+static int32_t retain_over = INT32_MAX; /* --retain-over */
 #define ANY_BOUND_SECONDS 0.2 /* as memplan's */
 
 static double now(void)
@@ -72,6 +75,7 @@ static int bench_graph(const char *path, double time_limit)
     memset(&sp, 0, sizeof sp);
     mp_rspace_opts ro = mp_rspace_defaults();
     ro.expand_nodes = expand_nodes;
+    ro.retain_over = retain_over;
     if (mp_rsched_identity(&rg, &id, &err) || mp_rsched_count(&rg, &id, &base, &err) ||
         mp_rspace_build(&rg, &ro, &sp, &err)) {
         printf("| %s | %d | | error: %s | | | | | | |\n", name, rg.nnodes, err.msg);
@@ -176,9 +180,10 @@ int main(int argc, char **argv)
     for (; first + 1 < argc; first += 2)
         if (!strcmp(argv[first], "--time-limit")) time_limit = atof(argv[first + 1]);
         else if (!strcmp(argv[first], "--expand")) expand_nodes = atoi(argv[first + 1]);
+        else if (!strcmp(argv[first], "--retain-over")) retain_over = atoi(argv[first + 1]);
         else break;
     if (first >= argc) {
-        fprintf(stderr, "usage: memplan-remat-bench [--time-limit SEC] [--expand NODES] FILE_OR_DIR...\n");
+        fprintf(stderr, "usage: memplan-remat-bench [--time-limit SEC] [--expand NODES] [--retain-over N] FILE_OR_DIR...\n");
         return 2;
     }
     printf("| graph | nodes | budget | ILP overhead %% | any plan >= %% | sqrt %% | greedy %% | gap to LP bound %% | "

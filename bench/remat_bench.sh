@@ -2,8 +2,9 @@
 # remat_bench.sh - the rematerialization ILP against the sqrt and greedy baselines on the Checkmate and
 # Moccasin graphs of ../shared/remat-graphs, at budgets of 0.5 .. 0.9 of each graph's store-everything peak.
 #
-#   bench/remat_bench.sh [BUILD_DIR] [--time-limit SEC] [--expand NODES]   (default: build, the solver's default limit,
-#                                                                          no recipes making an input inside)
+#   bench/remat_bench.sh [BUILD_DIR] [--time-limit SEC] [--expand NODES] [--retain-over N]
+#       (default: build, the solver's default limit, no recipes making an input inside, retaining candidates only
+#       where no recipe is offered)
 #
 # Prints the markdown table of docs/benchmarks.md; exits 1 if a plan's recount disagrees with the ILP.
 set -eu

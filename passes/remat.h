@@ -29,6 +29,10 @@
  *     themselves recomputed at or before q) - or, in a second candidate, one
  *     of them that is away at q is made again inside the recipe and freed
  *     right after it is read;
+ *   - or (retention) a third candidate runs v's producer alone, keeping each
+ *     of its inputs that died before q alive from its last use until the
+ *     latest chosen recipe reading it (Moccasin's retention intervals),
+ *     instead of rerunning that input's cone;
  *   - the cost of a plan is the sum of its recipes' costs; its peak is counted
  *     step by step, recipe nodes included.
  * The ILP (GLPK) chooses at most one candidate per group; mp_rsched_count()
@@ -109,6 +113,10 @@ typedef struct mp_rspace_opts {
     int max_gaps;           /* groups per value: its largest gaps of length >= 2 (default 4; 1: the largest only) */
     int max_recipe;         /* nodes in one recipe (default 64); longer ones are not offered */
     double min_fraction;    /* values under this fraction of the largest droppable are always kept (0) */
+    bool retain;            /* candidates that keep dead inputs alive until they read them (default on), */
+    int32_t retain_over;    /* where the recipe is not offered or reruns more than this many nodes (default
+                             * INT32_MAX: only where it is not offered; 1 everywhere doubles the programs of
+                             * ResNet-50 and GPT-2, whose LPs then miss the time limit, docs/benchmarks.md) */
     int32_t expand_nodes;   /* second candidates whose recipe makes an away input for itself, on graphs of at
                              * most this many nodes (default 0, never: they more than double the program and
                              * weaken its LP, so the time-limited search loses more than they win, docs/ilp.md) */
@@ -128,6 +136,9 @@ typedef struct mp_rcand {
     int32_t nexpand, *expand; /* values the recipe makes again for itself although they are live at step: they
                                * must be away then (their group comes back after step), and the recipe frees
                                * its copy after its last read, as it frees intermediates */
+    int32_t nretain, *retain; /* values the recipe reads that died before step (last_use < step): kept alive
+                               * from last_use + 1 until the latest chosen recipe reading them runs; no chosen
+                               * recipe may make one of them again while it is so kept */
 } mp_rcand;
 
 typedef struct mp_rspace {

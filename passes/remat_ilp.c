@@ -1,7 +1,9 @@
 /* remat_ilp.c - the keep/recompute integer program on GLPK (docs/ilp.md):
  * one binary per candidate, at most one per group (value, gap), frontier rows so a recipe
  * only reads what is resident, and memory as running sums over the steps
- * (D_t = bytes away at step t), so the matrix stays O(nodes + candidates).
+ * (D_t = bytes away at step t, less those retained), so the matrix stays
+ * O(nodes + candidates); retention adds a continuous column per (retained
+ * value, reader).
  * The LP relaxation gives the bound; a greedy plan, counted by the model
  * itself (mp_rplan_peak), is the warm start. */
 #include <float.h>
@@ -137,7 +139,11 @@ static int greedy(const mp_rspace *sp, int64_t budget, const double *lp, double 
         if (!helps || !compatible(sp, choice, off, readers, c)) continue;
         choice[i] = c;
         int64_t pk;
-        if (mp_rplan_peak(sp, &p, tmp, &pk, err)) goto done;
+        mp_err broke; /* c's recipe makes a retained value again, or retains one that a chosen recipe makes */
+        if (mp_rplan_peak(sp, &p, tmp, &pk, &broke)) {
+            choice[i] = -1;
+            continue;
+        }
         int64_t e = excess(tmp, nn, budget);
         if (e < ex) {
             int64_t *sw = cur;
@@ -177,6 +183,19 @@ done:
 
 #define SMALL_PROGRAM 2000 /* candidates: cuts (and the cover rows they need) pay off up to about this size */
 
+/* A retained value and a candidate whose recipe reads it, with the reader's place in the order. */
+typedef struct ret_entry {
+    int32_t value, step, group, cand;
+} ret_entry;
+
+static int cmp_ret(const void *a, const void *b)
+{
+    const ret_entry *x = a, *y = b;
+    if (x->value != y->value) return (x->value > y->value) - (x->value < y->value);
+    if (x->step != y->step) return (x->step > y->step) - (x->step < y->step);
+    return (x->group > y->group) - (x->group < y->group);
+}
+
 typedef struct ilp {
     const mp_rspace *sp;
     int64_t budget;
@@ -198,6 +217,14 @@ typedef struct ilp {
     uint8_t *written;         /* nfront */
     int *prow;                /* cost mode: the phase rows, and the step of each (set_budget moves their bounds) */
     int32_t *pstep, nphase;
+    /* retention: a column z_e per entry, by value, then in the order the readers run; z_e = 1 when a chosen
+     * reader at e or later keeps the value alive, so the value lives until the latest one */
+    ret_entry *ret;
+    int32_t nret;
+    int *zcol;
+    int32_t *ret_first;       /* nvalues + 1: the entries of value x are ret[ret_first[x] .. ret_first[x + 1]) */
+    int32_t *at_off, *at;     /* the entries by step (nnodes + 1 offsets), each step's by value, then group */
+    int64_t *ret_node, *ret_phase; /* nnodes: the most bytes retention can add at node t, and before it */
 } ilp;
 
 static int put(ilp *m, int row, int col, double v)
@@ -230,7 +257,117 @@ static int new_row(ilp *m, int type, double lb, double ub)
 static bool phase_binds(const ilp *m, int32_t c)
 {
     const mp_rspace *sp = m->sp;
-    return sp->base_between[sp->cand[c].step] - vbytes(sp, c) + sp->cand[c].recipe_peak > m->floor;
+    int32_t q = sp->cand[c].step;
+    return sp->base_between[q] - vbytes(sp, c) + sp->cand[c].recipe_peak + m->ret_phase[q] > m->floor;
+}
+
+/* The entries of the retention columns, bucketed by value and by step, and
+ * the most bytes retention can add at each node (a value from its last use
+ * to its latest reader's step) and each phase (to that step's phase). */
+static int build_retention(ilp *m)
+{
+    const mp_rspace *sp = m->sp;
+    int32_t nn = sp->rg->nnodes, nv = sp->rg->nvalues, n = 0;
+    for (int32_t c = 0; c < sp->ncand; c++) n += sp->cand[c].nretain;
+    m->ret = malloc(((size_t)n + 1) * sizeof *m->ret);
+    m->zcol = calloc((size_t)n + 1, sizeof *m->zcol);
+    m->at = malloc(((size_t)n + 1) * sizeof *m->at);
+    m->ret_first = calloc((size_t)nv + 2, sizeof *m->ret_first);
+    m->at_off = calloc((size_t)nn + 2, sizeof *m->at_off);
+    m->ret_node = calloc((size_t)nn + 2, sizeof *m->ret_node);
+    m->ret_phase = calloc((size_t)nn + 2, sizeof *m->ret_phase);
+    int32_t *pos = malloc(((size_t)nn + 1) * sizeof *pos);
+    if (!m->ret || !m->zcol || !m->at || !m->ret_first || !m->at_off || !m->ret_node || !m->ret_phase || !pos) {
+        free(pos);
+        return -1;
+    }
+    for (int32_t c = 0; c < sp->ncand; c++)
+        for (int32_t k = 0; k < sp->cand[c].nretain; k++)
+            m->ret[m->nret++] = (ret_entry){sp->cand[c].retain[k], sp->cand[c].step, sp->cand[c].group, c};
+    qsort(m->ret, (size_t)m->nret, sizeof *m->ret, cmp_ret);
+    for (int32_t e = 0; e < m->nret; e++) m->ret_first[m->ret[e].value + 1]++, m->at_off[m->ret[e].step + 1]++;
+    for (int32_t x = 0; x < nv; x++) m->ret_first[x + 1] += m->ret_first[x];
+    for (int32_t t = 0; t < nn; t++) m->at_off[t + 1] += m->at_off[t];
+    memcpy(pos, m->at_off, (size_t)nn * sizeof *pos);
+    for (int32_t e = 0; e < m->nret; e++) m->at[pos[m->ret[e].step]++] = e;
+    free(pos);
+    for (int32_t x = 0; x < nv; x++) { /* difference arrays, summed below */
+        if (m->ret_first[x] == m->ret_first[x + 1]) continue;
+        int64_t b = sp->rg->bytes[x];
+        int32_t from = sp->last_use[x] + 1, to = m->ret[m->ret_first[x + 1] - 1].step;
+        m->ret_node[from] += b, m->ret_node[to] -= b;
+        m->ret_phase[from] += b, m->ret_phase[to + 1] -= b;
+    }
+    for (int32_t t = 1; t <= nn; t++) m->ret_node[t] += m->ret_node[t - 1], m->ret_phase[t] += m->ret_phase[t - 1];
+    return 0;
+}
+
+/* The least D_t: in cost mode the node row base_live[t] - D_t <= B; D_t is
+ * below 0 only where retained values may outweigh those away. */
+static double d_lower(const ilp *m, int32_t t, double B)
+{
+    double lb = -(double)m->ret_node[t] / m->unit;
+    return m->peak_mode ? lb : fmax(lb, (double)m->sp->base_live[t] / m->unit - B);
+}
+
+/* The phase rows of step q: before node q the chosen recipes run in group
+ * order, the j-th while the later ones' values are still away and the
+ * retained values read at or after it are alive. Both are suffix sums over
+ * the positions (distinct groups) at q, so one free column L_p per position
+ * carries them, L_p = L_{p+1} + (values of position p+1) - (retention
+ * alive at p beyond node q), and each row is short:
+ *   -D_q + (recipe_peak_c - v_c) x_c - L_p <= B - between_q.
+ * A value with readers at q is alive at p while a reader at p or later is
+ * chosen: z of its first reader at or after p, less z of its first after q,
+ * which D_q already holds. cat[from .. to) are the candidates at q, by group. */
+static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, int32_t to)
+{
+    const mp_rspace *sp = m->sp;
+    const double u = m->unit, ub = (m->peak_mode ? 0 : (double)m->budget / u) - (double)sp->base_between[q] / u;
+    int32_t last_reader = -1; /* the latest group reading a retained value at q */
+    for (int32_t k = m->at_off[q]; k < m->at_off[q + 1]; k++)
+        if (m->ret[m->at[k]].group > last_reader) last_reader = m->ret[m->at[k]].group;
+    int32_t first = -1; /* the first candidate whose row can bind */
+    for (int32_t j = from; j < to && first < 0; j++) {
+        int32_t c = cat[j];
+        /* alone its recipe adds no more than node q's own outputs, and no retained value is alive then: node row
+         * q covers it */
+        bool covered = sp->base_between[q] + sp->cand[c].recipe_peak - vbytes(sp, c) <= sp->base_live[q] &&
+                       sp->cand[c].group > last_reader;
+        if (phase_binds(m, c) && !covered) first = j;
+    }
+    if (first < 0) return 0;
+    int next_l = 0; /* L of the next position, 0 after the last */
+    for (int32_t hi = to; hi > first;) { /* positions from the last: cat[lo .. hi) share a group */
+        int32_t lo = hi - 1, g = sp->cand[cat[lo]].group;
+        while (lo > first && sp->cand[cat[lo - 1]].group == g) lo--;
+        int l = glp_add_cols(m->P, 1), row = new_row(m, GLP_FX, 0, 0);
+        glp_set_col_bnds(m->P, l, GLP_FR, 0, 0);
+        if (put(m, row, l, 1) || (next_l && put(m, row, next_l, -1))) return -1;
+        for (int32_t k = hi; next_l && k < to && sp->cand[cat[k]].group == sp->cand[cat[hi]].group; k++)
+            if (put(m, row, cat[k] + 1, -(double)vbytes(sp, cat[k]) / u)) return -1;
+        for (int32_t k = m->at_off[q]; k < m->at_off[q + 1]; k++) {
+            int32_t e = m->at[k];
+            const ret_entry *r = &m->ret[e];
+            if (r->group != g) continue;
+            double b = (double)sp->rg->bytes[r->value] / u;
+            if (put(m, row, m->zcol[e], b) ||
+                (e + 1 < m->ret_first[r->value + 1] && put(m, row, m->zcol[e + 1], -b)))
+                return -1;
+        }
+        for (int32_t j = lo; j < hi; j++) {
+            int32_t c = cat[j];
+            if (j < first || !phase_binds(m, c)) continue;
+            int pr = new_row(m, GLP_UP, 0, ub);
+            if (m->prow) m->prow[m->nphase] = pr, m->pstep[m->nphase++] = q;
+            if (put(m, pr, m->dcol[q], -1) || put(m, pr, l, -1) ||
+                put(m, pr, c + 1, (double)(sp->cand[c].recipe_peak - vbytes(sp, c)) / u) ||
+                (m->peak_mode && put(m, pr, m->bcol, -1)))
+                return -1;
+        }
+        next_l = l, hi = lo;
+    }
+    return 0;
 }
 
 /* A lower bound on every plan's peak: at each step, what no candidate can take away. */
@@ -308,7 +445,7 @@ static int build_model(ilp *m, mp_err *err)
     uint8_t *need = calloc((size_t)nn + 1, 1);
     m->dcol = calloc((size_t)nn + 1, sizeof *m->dcol);
     int rc = -1;
-    if (!coff || !cat || !next || !chain || !need || !m->dcol) goto oom;
+    if (!coff || !cat || !next || !chain || !need || !m->dcol || build_retention(m)) goto oom;
     /* candidates bucketed by step, in drop (producer) order: the order their recipes run */
     for (int32_t c = 0; c < nc; c++) coff[sp->cand[c].step + 1]++;
     for (int32_t t = 0; t < nn; t++) coff[t + 1] += coff[t];
@@ -322,7 +459,7 @@ static int build_model(ilp *m, mp_err *err)
         m->floor = peak_floor(sp, err, &ok);
         if (!ok) goto done;
     }
-    for (int32_t t = 0; t < nn; t++) need[t] = sp->base_live[t] > m->floor;
+    for (int32_t t = 0; t < nn; t++) need[t] = sp->base_live[t] + m->ret_node[t] > m->floor;
     for (int32_t c = 0; c < nc; c++)
         if (phase_binds(m, c)) need[sp->cand[c].step] = 1;
     next[nn] = -1;
@@ -341,14 +478,16 @@ static int build_model(ilp *m, mp_err *err)
     for (int32_t t = 0; t < nn; t++) {
         if (!need[t]) continue;
         int j = m->dcol[t] = glp_add_cols(m->P, 1);
-        /* cost mode: the node row base_live[t] - D_t <= B is a bound on D_t */
-        double lb = m->peak_mode ? 0 : fmax(0, (double)sp->base_live[t] / u - B);
-        glp_set_col_bnds(m->P, j, GLP_LO, lb, 0);
+        glp_set_col_bnds(m->P, j, GLP_LO, d_lower(m, t, B), 0); /* cost mode: the node row is a bound on D_t */
     }
     if (m->peak_mode) {
         m->bcol = glp_add_cols(m->P, 1);
         glp_set_col_bnds(m->P, m->bcol, GLP_LO, (double)m->floor / u, 0);
         glp_set_obj_coef(m->P, m->bcol, 1);
+    }
+    for (int32_t e = 0; e < m->nret; e++) {
+        m->zcol[e] = glp_add_cols(m->P, 1);
+        glp_set_col_bnds(m->P, m->zcol[e], GLP_DB, 0, 1);
     }
 
     /* at most one candidate per group */
@@ -398,10 +537,42 @@ static int build_model(ilp *m, mp_err *err)
         double b = (double)vbytes(sp, c) / u;
         if ((ka >= 0 && put(m, chain[ka], c + 1, -b)) || (ks >= 0 && put(m, chain[ks], c + 1, b))) goto oom;
     }
+    /* retention: z_e >= x of its reader, z_e >= z_{e+1} (the same value's next reader), and z_e keeps its
+     * value's bytes in D_t at the nodes from the previous reader's step (the first: last use + 1) to its own */
+    for (int32_t e = 0; e < m->nret; e++) {
+        const ret_entry *r = &m->ret[e];
+        int row = new_row(m, GLP_LO, 0, 0);
+        if (put(m, row, m->zcol[e], 1) || put(m, row, r->cand + 1, -1)) goto oom;
+        bool first = e == m->ret_first[r->value], more = e + 1 < m->ret_first[r->value + 1];
+        if (more) {
+            row = new_row(m, GLP_LO, 0, 0);
+            if (put(m, row, m->zcol[e], 1) || put(m, row, m->zcol[e + 1], -1)) goto oom;
+        }
+        int32_t from = first ? sp->last_use[r->value] + 1 : m->ret[e - 1].step, ks = next[from], ke = next[r->step];
+        double b = (double)sp->rg->bytes[r->value] / u;
+        if (from >= r->step || ks == ke) continue;
+        if ((ks >= 0 && put(m, chain[ks], m->zcol[e], b)) || (ke >= 0 && put(m, chain[ke], m->zcol[e], -b))) goto oom;
+    }
+    /* a recipe making again a value retained while it runs would replace it: x_c + z (the value's first reader
+     * running at or after c) <= 1 */
+    for (int32_t c = 0; c < nc && m->nret; c++) {
+        const mp_rcand *cc = &sp->cand[c];
+        for (int32_t i = 0; i < cc->nrecipe; i++)
+            for (int32_t k = sp->rg->out_off[cc->recipe[i]]; k < sp->rg->out_off[cc->recipe[i] + 1]; k++) {
+                int32_t y = sp->rg->out[k], e = m->ret_first[y];
+                if (y == cc->value || sp->last_use[y] >= cc->step) continue;
+                while (e < m->ret_first[y + 1] &&
+                       (m->ret[e].step < cc->step || (m->ret[e].step == cc->step && m->ret[e].group < cc->group)))
+                    e++;
+                if (e == m->ret_first[y + 1]) continue;
+                int row = new_row(m, GLP_UP, 0, 1);
+                if (put(m, row, c + 1, 1) || put(m, row, m->zcol[e], 1)) goto oom;
+            }
+    }
     /* node rows (peak mode; in cost mode they are the bounds on D_t) */
     if (m->peak_mode)
         for (int32_t t = 0; t < nn; t++) {
-            if (!need[t] || sp->base_live[t] <= m->floor) continue;
+            if (!need[t] || sp->base_live[t] + m->ret_node[t] <= m->floor) continue;
             int r = new_row(m, GLP_UP, 0, -(double)sp->base_live[t] / u);
             if (put(m, r, m->dcol[t], -1) || put(m, r, m->bcol, -1)) goto oom;
         }
@@ -412,21 +583,7 @@ static int build_model(ilp *m, mp_err *err)
         if (!m->prow || !m->pstep) goto oom;
     }
     for (int32_t q = 0; q < nn; q++)
-        for (int32_t j = coff[q]; j < coff[q + 1]; j++) {
-            int32_t c = cat[j];
-            if (!phase_binds(m, c)) continue;
-            /* the later values still away only lower it: when its recipe adds
-             * no more than node q's own outputs, node row q covers it */
-            if (sp->base_between[q] + sp->cand[c].recipe_peak - vbytes(sp, c) <= sp->base_live[q]) continue;
-            double ub = (m->peak_mode ? 0 : B) - (double)sp->base_between[q] / u;
-            int r = new_row(m, GLP_UP, 0, ub);
-            if (m->prow) m->prow[m->nphase] = r, m->pstep[m->nphase++] = q;
-            if (put(m, r, m->dcol[q], -1) || put(m, r, c + 1, (double)(sp->cand[c].recipe_peak - vbytes(sp, c)) / u))
-                goto oom;
-            for (int32_t k = j + 1; k < coff[q + 1]; k++)
-                if (put(m, r, cat[k] + 1, -(double)vbytes(sp, cat[k]) / u)) goto oom;
-            if (m->peak_mode && put(m, r, m->bcol, -1)) goto oom;
-        }
+        if (add_phase_rows(m, q, cat, coff[q], coff[q + 1])) goto oom;
     glp_load_matrix(m->P, m->nz, m->ia, m->ja, m->ar);
     rc = 0;
     goto done;
@@ -455,6 +612,15 @@ static int plan_columns(const ilp *m, const int32_t *choice, int64_t peak, doubl
         x[c + 1] = 1;
         delta[sp->gap_start[sp->cand[c].group] + 1] += vbytes(sp, c);
         delta[sp->cand[c].step] -= vbytes(sp, c);
+    }
+    for (int32_t e = m->nret - 1; e >= 0; e--) { /* z_e: a chosen reader at e or later; the latest keeps it */
+        const ret_entry *r = &m->ret[e];
+        bool later = e + 1 < m->ret_first[r->value + 1] && x[m->zcol[e + 1]] > 0.5;
+        x[m->zcol[e]] = later || choice[r->group] == r->cand;
+        if (x[m->zcol[e]] > 0.5 && !later) {
+            delta[sp->last_use[r->value] + 1] -= sp->rg->bytes[r->value];
+            delta[r->step] += sp->rg->bytes[r->value];
+        }
     }
     int64_t away = 0;
     for (int32_t t = 0; t < nn; t++) {
@@ -543,6 +709,13 @@ static void free_model(ilp *m)
     free(m->written);
     free(m->prow);
     free(m->pstep);
+    free(m->ret);
+    free(m->zcol);
+    free(m->ret_first);
+    free(m->at_off);
+    free(m->at);
+    free(m->ret_node);
+    free(m->ret_phase);
     memset(m, 0, sizeof *m);
     glp_free_env(); /* GLPK keeps an environment per thread: give it back so leak checks stay clean */
 }
@@ -577,8 +750,8 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         }
     }
     if (progress)
-        fprintf(stderr, "remat ilp: %d rows, %d columns (%d binaries), %d non-zeros%s\n", out->rows, out->cols,
-                sp->ncand, m.nz, warm ? ", warm start given" : "");
+        fprintf(stderr, "remat ilp: %d rows, %d columns (%d binaries, %d retention), %d non-zeros%s\n", out->rows,
+                out->cols, sp->ncand, m.nret, m.nz, warm ? ", warm start given" : "");
     glp_scale_prob(m.P, GLP_SF_AUTO);
     glp_smcp smcp;
     glp_init_smcp(&smcp);
@@ -736,7 +909,7 @@ static void set_budget(ilp *m, int64_t budget)
     const mp_rspace *sp = m->sp;
     double u = m->unit, B = (double)budget / u;
     for (int32_t t = 0; t < sp->rg->nnodes; t++)
-        if (m->dcol[t]) glp_set_col_bnds(m->P, m->dcol[t], GLP_LO, fmax(0, (double)sp->base_live[t] / u - B), 0);
+        if (m->dcol[t]) glp_set_col_bnds(m->P, m->dcol[t], GLP_LO, d_lower(m, t, B), 0);
     for (int32_t k = 0; k < m->nphase; k++)
         glp_set_row_bnds(m->P, m->prow[k], GLP_UP, 0, B - (double)sp->base_between[m->pstep[k]] / u);
     m->budget = budget;

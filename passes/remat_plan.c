@@ -33,10 +33,58 @@ static int32_t back_at(const mp_rspace *sp, const mp_rplan *p, int32_t i)
     return i < 0 || p->choice[i] < 0 ? -1 : sp->cand[p->choice[i]].step;
 }
 
+/* Does candidate a run after candidate b? Recipes run by step, and within a step in group order. */
+static bool runs_after(const mp_rcand *a, const mp_rcand *b)
+{
+    return a->step > b->step || (a->step == b->step && a->group > b->group);
+}
+
+/* The chosen recipe that reads each retained value last: (*last)[x] indexes
+ * sp->cand, -1 when x is not retained. */
+static int latest_readers(const mp_rspace *sp, const mp_rplan *p, int32_t **last, mp_err *err)
+{
+    *last = malloc(((size_t)sp->rg->nvalues + 1) * sizeof **last);
+    if (!*last) return mp_fail(err, "out of memory counting a remat plan");
+    for (int32_t v = 0; v < sp->rg->nvalues; v++) (*last)[v] = -1;
+    for (int32_t i = 0; i < sp->ndrop; i++) {
+        int32_t c = p->choice[i];
+        for (int32_t k = 0; c >= 0 && k < sp->cand[c].nretain; k++) {
+            int32_t x = sp->cand[c].retain[k];
+            if ((*last)[x] < 0 || runs_after(&sp->cand[c], &sp->cand[(*last)[x]])) (*last)[x] = c;
+        }
+    }
+    return 0;
+}
+
+/* No chosen recipe makes again a value that is retained when it runs: the
+ * recount would replace the retained instance, which the model does not count. */
+static int check_retained(const mp_rspace *sp, const mp_rplan *p, mp_err *err)
+{
+    int32_t *last;
+    if (latest_readers(sp, p, &last, err)) return -1;
+    const mp_rgraph *rg = sp->rg;
+    int rc = 0;
+    for (int32_t i = 0; i < sp->ndrop && !rc; i++) {
+        if (p->choice[i] < 0) continue;
+        const mp_rcand *c = &sp->cand[p->choice[i]];
+        for (int32_t r = 0; r < c->nrecipe && !rc; r++)
+            for (int32_t k = rg->out_off[c->recipe[r]]; k < rg->out_off[c->recipe[r] + 1] && !rc; k++) {
+                int32_t y = rg->out[k];
+                if (y == c->value || last[y] < 0 || sp->last_use[y] >= c->step || runs_after(c, &sp->cand[last[y]]))
+                    continue;
+                rc = mp_fail(err, "remat plan: recomputing value %d (output of '%s') before step %d makes value %d "
+                             "(output of '%s') again while it is retained until step %d", c->value,
+                             producer_name(rg, c->value), c->step, y, producer_name(rg, y), sp->cand[last[y]].step);
+            }
+    }
+    free(last);
+    return rc;
+}
+
 /* Every choice is one of its group's candidates, every recipe input that
  * may be away is kept or back by the recipe's step in the group holding that
- * step (same step: its recipe runs first, in producer order), and every value
- * a recipe makes for itself is away at its step. */
+ * step (same step: its recipe runs first, in producer order), every value
+ * a recipe makes for itself is away at its step, and no recipe makes a retained value again. */
 static int check_plan(const mp_rspace *sp, const mp_rplan *p, mp_err *err)
 {
     if (!p || (sp->ndrop && !p->choice)) return mp_fail(err, "remat plan: no choices");
@@ -65,7 +113,7 @@ static int check_plan(const mp_rspace *sp, const mp_rplan *p, mp_err *err)
                                producer_name(sp->rg, c->value), c->step, x, producer_name(sp->rg, x));
         }
     }
-    return 0;
+    return check_retained(sp, p, err);
 }
 
 /* The chosen candidates bucketed by step, each bucket in group (producer) order:
@@ -99,14 +147,31 @@ static int bucket_by_step(const mp_rspace *sp, const mp_rplan *p, int32_t **off,
 int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, int64_t *peak, mp_err *err)
 {
     if (check_plan(sp, p, err)) return -1;
-    int32_t nn = sp->rg->nnodes, *off, *at;
-    int64_t *delta = calloc((size_t)nn + 2, sizeof *delta);
-    if (!delta) return mp_fail(err, "out of memory counting a remat plan");
+    int32_t nn = sp->rg->nnodes, *off, *at, *last;
+    int64_t *delta = calloc((size_t)nn + 2, sizeof *delta), *ends = calloc((size_t)nn + 2, sizeof *ends);
+    if (!delta || !ends) {
+        free(delta), free(ends);
+        return mp_fail(err, "out of memory counting a remat plan");
+    }
     if (bucket_by_step(sp, p, &off, &at, err)) {
-        free(delta);
+        free(delta), free(ends);
         return -1;
     }
-    /* D_t, the bytes away at step t, as a running sum: a value dropped in gap a..b is away at a+1 .. q-1 */
+    if (latest_readers(sp, p, &last, err)) {
+        free(delta), free(ends), free(off), free(at);
+        return -1;
+    }
+    /* a retained value x is alive at nodes last_use + 1 .. S - 1 and in the
+     * phase before node S (ends[S]) up to its latest reader there, S its step */
+    for (int32_t x = 0; x < sp->rg->nvalues; x++) {
+        if (last[x] < 0) continue;
+        int32_t S = sp->cand[last[x]].step;
+        delta[sp->last_use[x] + 1] -= sp->rg->bytes[x];
+        delta[S] += sp->rg->bytes[x];
+        ends[S] += sp->rg->bytes[x];
+    }
+    /* D_t, the bytes away at step t less those retained, as a running sum: a value dropped in gap a..b is away at
+     * a+1 .. q-1 */
     for (int32_t i = 0; i < sp->ndrop; i++) {
         if (p->choice[i] < 0) continue;
         const mp_rcand *c = &sp->cand[p->choice[i]];
@@ -118,19 +183,24 @@ int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, in
     for (int32_t t = 0; t < nn; t++) {
         away += delta[t];
         int64_t m = sp->base_live[t] - away;
-        /* the phase before node t: values of later recipes at t still away, each recipe's extra on top */
-        int64_t run = sp->base_between[t] - away;
+        /* the phase before node t: values of later recipes at t still away, each recipe's extra on top,
+         * retained values freed after their latest reader */
+        int64_t run = sp->base_between[t] - away + ends[t];
         for (int32_t k = off[t]; k < off[t + 1]; k++) run -= sp->rg->bytes[sp->cand[at[k]].value];
         for (int32_t k = off[t]; k < off[t + 1]; k++) {
             const mp_rcand *c = &sp->cand[at[k]];
             if (run + c->recipe_peak > m) m = run + c->recipe_peak;
             run += sp->rg->bytes[c->value];
+            for (int32_t r = 0; r < c->nretain; r++)
+                if (last[c->retain[r]] == at[k]) run -= sp->rg->bytes[c->retain[r]];
         }
         if (step_peak) step_peak[t] = m;
         if (m > top) top = m;
     }
     *peak = top;
     free(delta);
+    free(ends);
+    free(last);
     free(off);
     free(at);
     return 0;

@@ -1,7 +1,7 @@
 /* remat_space.c - the decision space of rematerialization (docs/ilp.md): the
  * store-everything counts, the groups (a droppable value and one of its gaps
  * between uses), and for each the candidate steps it may come back at with
- * the recipe that brings it back. Four passes: uses and last uses,
+ * the recipe that brings it back (or, retaining, the producer alone). Four passes: uses and last uses,
  * store-everything counts, groups, candidates (latest producer first, so
  * that chains cascade into earlier values). */
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 mp_rspace_opts mp_rspace_defaults(void)
 {
     return (mp_rspace_opts){.max_candidates = 6, .max_gaps = 4, .max_recipe = 64, .min_fraction = 0,
-                            .expand_nodes = 0};
+                            .retain = true, .retain_over = INT32_MAX, .expand_nodes = 0};
 }
 
 static bool flag(const uint8_t *a, int32_t i) { return a && a[i]; }
@@ -43,6 +43,7 @@ static int cmp_i32(const void *a, const void *b)
 /* A candidate while the space is built: recipe and frontier as offsets into pools. */
 typedef struct tcand {
     int32_t value, step, group, nrecipe, roff, nfront, foff, expand; /* expand: the value made inside, -1 none */
+    int32_t nretain, toff;
     double cost;
     int64_t peak;
 } tcand;
@@ -55,8 +56,9 @@ typedef struct build {
     int32_t *node_mark, *val_mark, *dead_last; /* stamped scratch */
     int32_t stamp;
     int32_t expand;           /* the value the recipe being built makes for itself although live at q, -1 none */
-    ivec rec, front;          /* the recipe being built */
-    ivec rpool, fpool;        /* recipes and frontiers of all candidates */
+    bool retaining;           /* the recipe being built is a producer alone, keeping its dead inputs */
+    ivec rec, front, ret;     /* the recipe being built */
+    ivec rpool, fpool, tpool; /* recipes, frontiers and retained values of all candidates */
     tcand *tc;
     int32_t ntc, captc;
     uint8_t *largest;         /* ndrop: the group is its value's largest gap (the earlier of equals) */
@@ -77,6 +79,7 @@ void mp_rspace_free(mp_rspace *sp)
         free(sp->cand[0].recipe);
         free(sp->cand[0].front);
         free(sp->cand[0].expand);
+        free(sp->cand[0].retain);
     }
     free(sp->cand);
     free(sp->cand_off);
@@ -337,6 +340,32 @@ static bool make_recipe(build *b, int32_t w, int32_t q)
     return true;
 }
 
+/* The retaining recipe of w at q into b->rec, b->front and b->ret: w's
+ * producer alone; its inputs that died before q are kept alive until it runs
+ * (a buffer overwritten in place is not, so pinned ones make it unoffered).
+ * False when it is not offered or nothing would be retained. */
+static bool make_retain(build *b, int32_t w, int32_t q)
+{
+    const mp_rgraph *rg = b->rg;
+    const mp_rspace *sp = b->sp;
+    int32_t s = ++b->stamp, pw = rg->producer[w];
+    b->rec.n = b->front.n = b->ret.n = 0;
+    if (!ivec_push(&b->rec, pw)) return false;
+    for (int32_t k = rg->in_off[pw]; k < rg->in_off[pw + 1]; k++) {
+        int32_t x = rg->in[k];
+        if (rg->producer[x] < 0 || b->val_mark[x] == s) continue;
+        b->val_mark[x] = s;
+        if (live_at(sp, x, q)) {
+            if (mp_rspace_group(sp, x, q) >= 0 && !ivec_push(&b->front, x)) return false;
+        } else if (flag(rg->pinned, x) || !ivec_push(&b->ret, x)) {
+            return false;
+        }
+    }
+    for (int32_t k = rg->out_off[pw]; k < rg->out_off[pw + 1]; k++) /* as in make_recipe */
+        if (rg->out[k] != w && live_at(sp, rg->out[k], q) && !flag(rg->keep_to_end, rg->out[k])) return false;
+    return b->ret.n > 0;
+}
+
 /* Extra bytes while the recipe runs: intermediates freed after their last use
  * in the recipe, dead unused outputs right after their entry, w kept. */
 static int64_t recipe_peak(build *b, int32_t w, int32_t q)
@@ -347,7 +376,7 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q)
         int32_t r = b->rec.a[i];
         for (int32_t k = rg->in_off[r]; k < rg->in_off[r + 1]; k++) {
             int32_t x = rg->in[k];
-            if (rg->producer[x] >= 0 && !live_for(b, x, q)) b->val_mark[x] = s, b->dead_last[x] = i;
+            if (rg->producer[x] >= 0 && !live_for(b, x, q) && !b->retaining) b->val_mark[x] = s, b->dead_last[x] = i;
         }
     }
     int64_t cur = 0, peak = 0;
@@ -381,14 +410,29 @@ static int add_cand(build *b, int32_t w, int32_t q, int32_t group, mp_err *err)
     }
     tcand *c = &b->tc[b->ntc++];
     *c = (tcand){.value = w, .step = q, .group = group, .nrecipe = b->rec.n, .roff = b->rpool.n, .nfront = b->front.n,
-                 .foff = b->fpool.n, .expand = b->expand, .peak = recipe_peak(b, w, q)};
+                 .foff = b->fpool.n, .expand = b->expand, .nretain = b->retaining ? b->ret.n : 0,
+                 .toff = b->tpool.n, .peak = recipe_peak(b, w, q)};
     for (int32_t i = 0; i < b->rec.n; i++) {
         c->cost += b->rg->cost ? b->rg->cost[b->rec.a[i]] : 0;
         if (!ivec_push(&b->rpool, b->rec.a[i])) return mp_fail(err, "out of memory building the remat space");
     }
     for (int32_t i = 0; i < b->front.n; i++)
         if (!ivec_push(&b->fpool, b->front.a[i])) return mp_fail(err, "out of memory building the remat space");
+    for (int32_t i = 0; i < c->nretain; i++)
+        if (!ivec_push(&b->tpool, b->ret.a[i])) return mp_fail(err, "out of memory building the remat space");
     return 0;
+}
+
+/* Each frontier input of the candidate just added that could come back at its
+ * step (inside its gap, before its end) gets that step in its group's Q. */
+static bool share_step(build *b, ivec *Q, int32_t step, int32_t sec)
+{
+    const mp_rspace *sp = b->sp;
+    for (int32_t f = 0; f < b->front.n; f++) {
+        int32_t g = mp_rspace_group(sp, b->front.a[f], step);
+        if (sp->gap_start[g] + 2 <= step && step < sp->gap_end[g] && !ivec_push(&Q[g], 2 * step + sec)) return false;
+    }
+    return true;
 }
 
 /* pass 4: candidates, latest group first. Q(g) starts as {b_g}; each recipe
@@ -430,20 +474,26 @@ static int find_candidates(build *b, mp_err *err)
         first[i] = b->ntc;
         for (int32_t k = 0; k < n; k++) {
             int32_t step = q->a[k] >> 1, sec = !b->largest[i] || (q->a[k] & 1);
-            if (!take[k] || !make_recipe(b, w, step)) continue;
-            if (add_cand(b, w, step, i, err)) goto done;
-            count[i]++;
-            for (int32_t f = 0; f < b->front.n; f++) {
-                int32_t g = mp_rspace_group(sp, b->front.a[f], step);
-                if (sp->gap_start[g] + 2 <= step && step < sp->gap_end[g] && !ivec_push(&Q[g], 2 * step + sec)) {
-                    mp_fail(err, "out of memory building the remat space");
-                    goto done;
-                }
+            if (!take[k]) continue;
+            int32_t base = b->ntc, whole = make_recipe(b, w, step) ? b->rec.n : 0;
+            if (whole) {
+                if (add_cand(b, w, step, i, err)) goto done;
+                count[i]++;
+                if (!share_step(b, Q, step, sec)) goto oom;
+            }
+            /* a third way, when the recipe is not offered (or reruns more than retain_over nodes):
+             * the producer alone, its dead inputs retained */
+            if (b->o.retain && whole != 1 && (whole == 0 || whole > b->o.retain_over)) {
+                b->retaining = true;
+                bool ok = make_retain(b, w, step);
+                if (ok && add_cand(b, w, step, i, err)) goto done;
+                b->retaining = false;
+                count[i] += ok;
+                if (ok && !share_step(b, Q, step, sec)) goto oom;
             }
             /* a second way: a frontier input that is away at step (its gap runs past it) made
              * inside the recipe and freed after its read, as DTR does; these add no steps */
-            int32_t base = b->ntc - 1;
-            for (int32_t f = 0; f < b->tc[base].nfront && b->rg->nnodes <= b->o.expand_nodes; f++) {
+            for (int32_t f = 0; whole && f < b->tc[base].nfront && b->rg->nnodes <= b->o.expand_nodes; f++) {
                 int32_t v = b->fpool.a[b->tc[base].foff + f], g = mp_rspace_group(sp, v, step);
                 if (step >= sp->gap_end[g]) continue; /* node step reads v: it cannot be away */
                 b->expand = v;
@@ -454,19 +504,19 @@ static int find_candidates(build *b, mp_err *err)
             }
         }
     }
-    /* lay the candidates out in drop order; recipes and frontiers stay in their pools */
+    /* lay the candidates out in drop order; recipes, frontiers and retained values stay in their pools */
     sp->ncand = b->ntc;
     sp->cand = calloc((size_t)b->ntc + 1, sizeof *sp->cand);
     int32_t *rp = malloc(((size_t)b->rpool.n + 1) * sizeof *rp), *fp = malloc(((size_t)b->fpool.n + 1) * sizeof *fp);
-    int32_t *ep = malloc(((size_t)b->ntc + 1) * sizeof *ep);
-    if (!sp->cand || !rp || !fp || !ep) {
+    int32_t *ep = malloc(((size_t)b->ntc + 1) * sizeof *ep), *tp = malloc(((size_t)b->tpool.n + 1) * sizeof *tp);
+    if (!sp->cand || !rp || !fp || !ep || !tp) {
         free(rp);
         free(fp);
         free(ep);
-        mp_fail(err, "out of memory building the remat space");
-        goto done;
+        free(tp);
+        goto oom;
     }
-    int32_t nc = 0, nr = 0, nf = 0, ne = 0;
+    int32_t nc = 0, nr = 0, nf = 0, ne = 0, nt = 0;
     for (int32_t i = 0; i < nd; i++) {
         sp->cand_off[i] = nc;
         for (int32_t k = first[i]; k < first[i] + count[i]; k++) {
@@ -474,17 +524,22 @@ static int find_candidates(build *b, mp_err *err)
             mp_rcand *c = &sp->cand[nc++];
             *c = (mp_rcand){.value = t->value, .step = t->step, .group = t->group, .nrecipe = t->nrecipe, .recipe = rp + nr,
                             .cost = t->cost, .recipe_peak = t->peak, .nfront = t->nfront, .front = fp + nf,
-                            .nexpand = t->expand >= 0, .expand = ep + ne};
+                            .nexpand = t->expand >= 0, .expand = ep + ne, .nretain = t->nretain, .retain = tp + nt};
             if (t->expand >= 0) ep[ne++] = t->expand;
+            if (t->nretain) memcpy(tp + nt, b->tpool.a + t->toff, (size_t)t->nretain * sizeof *tp);
+            nt += t->nretain;
             memcpy(rp + nr, b->rpool.a + t->roff, (size_t)t->nrecipe * sizeof *rp);
             if (t->nfront) memcpy(fp + nf, b->fpool.a + t->foff, (size_t)t->nfront * sizeof *fp);
             nr += t->nrecipe, nf += t->nfront;
         }
     }
     sp->cand_off[nd] = nc;
-    if (nc) sp->cand[0].recipe = rp, sp->cand[0].front = fp, sp->cand[0].expand = ep; /* the pools' owners */
-    else free(rp), free(fp), free(ep);
+    if (nc) sp->cand[0].recipe = rp, sp->cand[0].front = fp, sp->cand[0].expand = ep, sp->cand[0].retain = tp;
+    else free(rp), free(fp), free(ep), free(tp); /* cand[0] owns the pools */
     rc = 0;
+    goto done;
+oom:
+    mp_fail(err, "out of memory building the remat space");
 done:
     for (int32_t i = 0; Q && i < nd; i++) free(Q[i].a);
     free(Q);
@@ -529,8 +584,10 @@ done:
     free(b.dead_last);
     free(b.rec.a);
     free(b.front.a);
+    free(b.ret.a);
     free(b.rpool.a);
     free(b.fpool.a);
+    free(b.tpool.a);
     free(b.tc);
     free(b.largest);
     if (rc) mp_rspace_free(sp);

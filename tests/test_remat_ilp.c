@@ -6,7 +6,9 @@
  * every budget, mp_remat_min_peak its least peak, and the model's peak must
  * equal the recount. Choices are per group (a value and one of its gaps), so
  * a value may come back once per dropped gap; every plan with one gap per
- * value is one of them, and some budgets are strictly cheaper. Plus a
+ * value is one of them, and some budgets are strictly cheaper. Retaining
+ * candidates (a producer rerun alone, its dead inputs kept alive) join the
+ * enumeration like any other, and make some budgets cheaper still. Plus a
  * hand-counted chain, an impossible budget, and a value that must go in two
  * gaps.
  *
@@ -290,7 +292,7 @@ static double any_plan_bound_checked(const mp_rgraph *rg, const mp_rspace *sp, i
 START_TEST(oracle)
 {
     int32_t tested = 0, budgets = 0, with_drops = 0, nontrivial = 0, several = 0, cheaper = 0, inside = 0;
-    int32_t bounded = 0, tight = 0, peak_tight = 0;
+    int32_t bounded = 0, tight = 0, peak_tight = 0, retaining = 0, retain_cheaper = 0, retain_dearer = 0;
     for (uint64_t seed = 1; tested < 250; seed++) {
         ck_assert_msg(seed < 2000, "too few instances small enough to enumerate");
         tgraph tg;
@@ -301,6 +303,8 @@ START_TEST(oracle)
         mp_err err = {""};
         mp_rspace_opts so = mp_rspace_defaults(); /* odd seeds: recipes that make an input for themselves too */
         so.expand_nodes = seed % 2 ? 1000 : 0;
+        so.retain_over = seed % 4 ? 1 : INT32_MAX; /* retaining candidates wherever a recipe reruns an input (the
+                                                    * default offers them only where no recipe is, rare here) */
         ck_assert_msg(!mp_rspace_build(&rg, &so, &sp, &err), "%s", err.msg);
         outcome *oc = NULL;
         int32_t n = enumerate(&rg, &sp, &oc, 4000);
@@ -312,7 +316,15 @@ START_TEST(oracle)
         }
         tested++;
         with_drops += sp.ndrop > 0;
-        for (int32_t c = 0; c < sp.ncand; c++) inside += sp.cand[c].nexpand;
+        for (int32_t c = 0; c < sp.ncand; c++) inside += sp.cand[c].nexpand, retaining += sp.cand[c].nretain > 0;
+        /* the space without retention, to see what it buys */
+        mp_rspace_opts o0 = so;
+        o0.retain = false;
+        mp_rspace sp0;
+        ck_assert_msg(!mp_rspace_build(&rg, &o0, &sp0, &err), "%s", err.msg);
+        outcome *oc0 = NULL;
+        int32_t n0 = enumerate(&rg, &sp0, &oc0, 1 << 20);
+        ck_assert_int_ge(n0, 1);
         /* the space of one gap per value (the largest), as before groups: every plan of it is one here */
         mp_rspace_opts o1 = so;
         o1.max_gaps = 1;
@@ -326,6 +338,7 @@ START_TEST(oracle)
             const mp_rcand *c1 = &sp1.cand[k];
             int32_t g = mp_rspace_group(&sp, c1->value, c1->step), j = g < 0 ? sp.cand_off[sp.ndrop] : sp.cand_off[g];
             while (j < sp.cand_off[g + 1] && (sp.cand[j].step != c1->step || sp.cand[j].nexpand != c1->nexpand ||
+                                              sp.cand[j].nretain != c1->nretain ||
                                               (c1->nexpand && sp.cand[j].expand[0] != c1->expand[0])))
                 j++;
             ck_assert_msg(g >= 0 && j < sp.cand_off[g + 1], "seed %llu: candidate %d of the one-gap space is missing",
@@ -383,6 +396,8 @@ START_TEST(oracle)
             ck_assert_msg(want <= single, "seed %llu budget %lld: groups %g, one gap %g", (unsigned long long)seed,
                           (long long)b[k], want, single);
             cheaper += want < single;
+            double plain = oracle_cost(oc0, n0, b[k]);
+            retain_cheaper += want < plain, retain_dearer += want > plain;
             double bound = any_plan_bound_checked(&rg, &sp, b[k], want);
             bounded += bound > 0 && isfinite(bound);
             tight += bound > 0 && fabs(bound - want) < 1e-9;
@@ -391,7 +406,9 @@ START_TEST(oracle)
             nontrivial += want > 0 && isfinite(want);
         }
         free(oc);
+        free(oc0);
         free(oc1);
+        mp_rspace_free(&sp0);
         mp_rspace_free(&sp1);
         mp_rspace_free(&sp);
         mp_rgraph_free(&rg);
@@ -400,14 +417,18 @@ START_TEST(oracle)
     printf("oracle: %d instances (%d with droppable values), %d budgets, %d with a recompute cost; %d values with "
            "several gaps, %d budgets cheaper than with one gap per value, %d candidates making an input inside; "
            "the bound on every plan is above 0 at %d budgets, equal to the least cost at %d; the bound on every "
-           "plan's peak equals the least peak on %d instances\n",
-           tested, with_drops, budgets, nontrivial, several, cheaper, inside, bounded, tight, peak_tight);
+           "plan's peak equals the least peak on %d instances; %d retaining candidates, retention cheaper at %d "
+           "budgets, dearer at %d\n",
+           tested, with_drops, budgets, nontrivial, several, cheaper, inside, bounded, tight, peak_tight, retaining,
+           retain_cheaper, retain_dearer);
     ck_assert_int_ge(peak_tight, 100);
     ck_assert_int_ge(bounded, 100);
     ck_assert_int_ge(tight, 50);
     ck_assert_int_ge(several, 50);
     ck_assert_int_ge(cheaper, 1);
     ck_assert_int_ge(inside, 20);
+    ck_assert_int_ge(retaining, 50);
+    ck_assert_int_ge(retain_cheaper, 10);
     ck_assert_int_ge(with_drops, 150);
     ck_assert_int_ge(nontrivial, 200);
 }
