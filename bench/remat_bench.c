@@ -27,7 +27,7 @@
 
 static const double fractions[] = {0.5, 0.6, 0.7, 0.8, 0.9};
 static int32_t expand_nodes; /* --expand */
-static int32_t retain_over = INT32_MAX; /* --retain-over */
+static int32_t retain_over; /* --retain-over, from mp_rspace_defaults() */
 #define ANY_BOUND_SECONDS 0.2 /* as memplan's */
 
 static double now(void)
@@ -172,6 +172,7 @@ static int bench_dir(const char *dir, double time_limit)
 int main(int argc, char **argv)
 {
     double time_limit = mp_rsolve_defaults().time_limit;
+    retain_over = mp_rspace_defaults().retain_over;
     int first = 1;
     for (; first + 1 < argc; first += 2)
         if (!strcmp(argv[first], "--time-limit")) time_limit = atof(argv[first + 1]);

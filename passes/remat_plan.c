@@ -56,12 +56,11 @@ static int latest_readers(const mp_rspace *sp, const mp_rplan *p, int32_t **last
     return 0;
 }
 
-/* No chosen recipe makes again a value that is retained when it runs: the
- * recount would replace the retained instance, which the model does not count. */
-static int check_retained(const mp_rspace *sp, const mp_rplan *p, mp_err *err)
+/* No chosen recipe makes again a value that is retained when it runs (last:
+ * latest_readers): the recount would replace the retained instance, which
+ * the model does not count. */
+static int check_retained(const mp_rspace *sp, const mp_rplan *p, const int32_t *last, mp_err *err)
 {
-    int32_t *last;
-    if (latest_readers(sp, p, &last, err)) return -1;
     const mp_rgraph *rg = sp->rg;
     int rc = 0;
     for (int32_t i = 0; i < sp->ndrop && !rc; i++) {
@@ -77,16 +76,17 @@ static int check_retained(const mp_rspace *sp, const mp_rplan *p, mp_err *err)
                              producer_name(rg, c->value), c->step, y, producer_name(rg, y), sp->cand[last[y]].step);
             }
     }
-    free(last);
     return rc;
 }
 
 /* Every choice is one of its group's candidates, every recipe input that
  * may be away is kept or back by the recipe's step in the group holding that
  * step (same step: its recipe runs first, in producer order), every value
- * a recipe makes for itself is away at its step, and no recipe makes a retained value again. */
-static int check_plan(const mp_rspace *sp, const mp_rplan *p, mp_err *err)
+ * a recipe makes for itself is away at its step, and no recipe makes a
+ * retained value again. *last gets the plan's latest_readers (the caller frees it). */
+static int check_plan(const mp_rspace *sp, const mp_rplan *p, int32_t **last, mp_err *err)
 {
+    *last = NULL;
     if (!p || (sp->ndrop && !p->choice)) return mp_fail(err, "remat plan: no choices");
     for (int32_t i = 0; i < sp->ndrop; i++) {
         int32_t c = p->choice[i];
@@ -113,7 +113,7 @@ static int check_plan(const mp_rspace *sp, const mp_rplan *p, mp_err *err)
                                producer_name(sp->rg, c->value), c->step, x, producer_name(sp->rg, x));
         }
     }
-    return check_retained(sp, p, err);
+    return latest_readers(sp, p, last, err) || check_retained(sp, p, *last, err) ? -1 : 0;
 }
 
 /* The chosen candidates bucketed by step, each bucket in group (producer) order:
@@ -146,19 +146,18 @@ static int bucket_by_step(const mp_rspace *sp, const mp_rplan *p, int32_t **off,
 
 int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, int64_t *peak, mp_err *err)
 {
-    if (check_plan(sp, p, err)) return -1;
     int32_t nn = sp->rg->nnodes, *off, *at, *last;
+    if (check_plan(sp, p, &last, err)) {
+        free(last);
+        return -1;
+    }
     int64_t *delta = calloc((size_t)nn + 2, sizeof *delta), *ends = calloc((size_t)nn + 2, sizeof *ends);
     if (!delta || !ends) {
-        free(delta), free(ends);
+        free(delta), free(ends), free(last);
         return mp_fail(err, "out of memory counting a remat plan");
     }
     if (bucket_by_step(sp, p, &off, &at, err)) {
-        free(delta), free(ends);
-        return -1;
-    }
-    if (latest_readers(sp, p, &last, err)) {
-        free(delta), free(ends), free(off), free(at);
+        free(delta), free(ends), free(last);
         return -1;
     }
     /* a retained value x is alive at nodes last_use + 1 .. S - 1 and in the
@@ -209,8 +208,10 @@ int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, in
 int mp_rplan_emit(const mp_rspace *sp, const mp_rplan *p, mp_rsched *s, mp_err *err)
 {
     memset(s, 0, sizeof *s);
-    if (check_plan(sp, p, err)) return -1;
-    int32_t nn = sp->rg->nnodes, *off, *at;
+    int32_t nn = sp->rg->nnodes, *off, *at, *last;
+    int bad = check_plan(sp, p, &last, err);
+    free(last);
+    if (bad) return -1;
     if (bucket_by_step(sp, p, &off, &at, err)) return -1;
     int64_t n = nn;
     for (int32_t k = 0; k < off[nn]; k++) n += sp->cand[at[k]].nrecipe;

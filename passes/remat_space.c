@@ -56,8 +56,7 @@ typedef struct build {
     int32_t *node_mark, *val_mark, *dead_last; /* stamped scratch */
     int32_t stamp;
     int32_t expand;           /* the value the recipe being built makes for itself although live at q, -1 none */
-    bool retaining;           /* the recipe being built is a producer alone, keeping its dead inputs */
-    ivec rec, front, ret;     /* the recipe being built */
+    ivec rec, front, ret;     /* the recipe being built; ret: the dead inputs a retaining one keeps */
     ivec rpool, fpool, tpool; /* recipes, frontiers and retained values of all candidates */
     tcand *tc;
     int32_t ntc, captc;
@@ -296,13 +295,16 @@ static bool live_at(const mp_rspace *sp, int32_t x, int32_t q)
 /* Alive at q for the recipe being built: the value it makes for itself is not. */
 static bool live_for(const build *b, int32_t x, int32_t q) { return x != b->expand && live_at(b->sp, x, q); }
 
-/* R(w,q) into b->rec (node ids, increasing) and b->front; false when it is not offered. */
-static bool make_recipe(build *b, int32_t w, int32_t q)
+/* R(w,q) into b->rec (node ids, increasing) and b->front; false when it is
+ * not offered. Retaining, w's producer alone: its inputs that died before q
+ * go to b->ret, kept alive until it runs (a buffer overwritten in place,
+ * pinned, cannot be: then it is not offered, nor when nothing is retained). */
+static bool make_recipe(build *b, int32_t w, int32_t q, bool retain)
 {
     const mp_rgraph *rg = b->rg;
     const mp_rspace *sp = b->sp;
     int32_t s = ++b->stamp;
-    b->rec.n = b->front.n = 0;
+    b->rec.n = b->front.n = b->ret.n = 0;
     int32_t pw = rg->producer[w];
     if (!ivec_push(&b->rec, pw)) return false;
     b->node_mark[pw] = s;
@@ -316,6 +318,13 @@ static bool make_recipe(build *b, int32_t w, int32_t q)
                     b->val_mark[x] = s;
                     if (!ivec_push(&b->front, x)) return false;
                 }
+                continue;
+            }
+            if (retain) {
+                if (flag(rg->pinned, x)) return false;
+                if (b->val_mark[x] == s) continue;
+                b->val_mark[x] = s;
+                if (!ivec_push(&b->ret, x)) return false;
                 continue;
             }
             if (!flag(rg->recomputable, px)) return false;
@@ -337,33 +346,7 @@ static bool make_recipe(build *b, int32_t w, int32_t q)
             if (y != w && live_for(b, y, q) && !flag(rg->keep_to_end, y)) return false;
         }
     }
-    return true;
-}
-
-/* The retaining recipe of w at q into b->rec, b->front and b->ret: w's
- * producer alone; its inputs that died before q are kept alive until it runs
- * (a buffer overwritten in place is not, so pinned ones make it unoffered).
- * False when it is not offered or nothing would be retained. */
-static bool make_retain(build *b, int32_t w, int32_t q)
-{
-    const mp_rgraph *rg = b->rg;
-    const mp_rspace *sp = b->sp;
-    int32_t s = ++b->stamp, pw = rg->producer[w];
-    b->rec.n = b->front.n = b->ret.n = 0;
-    if (!ivec_push(&b->rec, pw)) return false;
-    for (int32_t k = rg->in_off[pw]; k < rg->in_off[pw + 1]; k++) {
-        int32_t x = rg->in[k];
-        if (rg->producer[x] < 0 || b->val_mark[x] == s) continue;
-        b->val_mark[x] = s;
-        if (live_at(sp, x, q)) {
-            if (mp_rspace_group(sp, x, q) >= 0 && !ivec_push(&b->front, x)) return false;
-        } else if (flag(rg->pinned, x) || !ivec_push(&b->ret, x)) {
-            return false;
-        }
-    }
-    for (int32_t k = rg->out_off[pw]; k < rg->out_off[pw + 1]; k++) /* as in make_recipe */
-        if (rg->out[k] != w && live_at(sp, rg->out[k], q) && !flag(rg->keep_to_end, rg->out[k])) return false;
-    return b->ret.n > 0;
+    return !retain || b->ret.n > 0;
 }
 
 /* Extra bytes while the recipe runs: intermediates freed after their last use
@@ -376,7 +359,8 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q)
         int32_t r = b->rec.a[i];
         for (int32_t k = rg->in_off[r]; k < rg->in_off[r + 1]; k++) {
             int32_t x = rg->in[k];
-            if (rg->producer[x] >= 0 && !live_for(b, x, q) && !b->retaining) b->val_mark[x] = s, b->dead_last[x] = i;
+            if (rg->producer[x] >= 0 && !live_for(b, x, q) && !b->ret.n) /* retained inputs are not its own */
+                b->val_mark[x] = s, b->dead_last[x] = i;
         }
     }
     int64_t cur = 0, peak = 0;
@@ -410,7 +394,7 @@ static int add_cand(build *b, int32_t w, int32_t q, int32_t group, mp_err *err)
     }
     tcand *c = &b->tc[b->ntc++];
     *c = (tcand){.value = w, .step = q, .group = group, .nrecipe = b->rec.n, .roff = b->rpool.n, .nfront = b->front.n,
-                 .foff = b->fpool.n, .expand = b->expand, .nretain = b->retaining ? b->ret.n : 0,
+                 .foff = b->fpool.n, .expand = b->expand, .nretain = b->ret.n,
                  .toff = b->tpool.n, .peak = recipe_peak(b, w, q)};
     for (int32_t i = 0; i < b->rec.n; i++) {
         c->cost += b->rg->cost ? b->rg->cost[b->rec.a[i]] : 0;
@@ -475,7 +459,7 @@ static int find_candidates(build *b, mp_err *err)
         for (int32_t k = 0; k < n; k++) {
             int32_t step = q->a[k] >> 1, sec = !b->largest[i] || (q->a[k] & 1);
             if (!take[k]) continue;
-            int32_t base = b->ntc, whole = make_recipe(b, w, step) ? b->rec.n : 0;
+            int32_t base = b->ntc, whole = make_recipe(b, w, step, false) ? b->rec.n : 0;
             if (whole) {
                 if (add_cand(b, w, step, i, err)) goto done;
                 count[i]++;
@@ -484,10 +468,8 @@ static int find_candidates(build *b, mp_err *err)
             /* a third way, when the recipe is not offered (or reruns more than retain_over nodes):
              * the producer alone, its dead inputs retained */
             if (b->o.retain && whole != 1 && (whole == 0 || whole > b->o.retain_over)) {
-                b->retaining = true;
-                bool ok = make_retain(b, w, step);
+                bool ok = make_recipe(b, w, step, true);
                 if (ok && add_cand(b, w, step, i, err)) goto done;
-                b->retaining = false;
                 count[i] += ok;
                 if (ok && !share_step(b, Q, step, sec)) goto oom;
             }
@@ -497,7 +479,7 @@ static int find_candidates(build *b, mp_err *err)
                 int32_t v = b->fpool.a[b->tc[base].foff + f], g = mp_rspace_group(sp, v, step);
                 if (step >= sp->gap_end[g]) continue; /* node step reads v: it cannot be away */
                 b->expand = v;
-                bool ok = make_recipe(b, w, step) && b->rec.n > b->tc[base].nrecipe;
+                bool ok = make_recipe(b, w, step, false) && b->rec.n > b->tc[base].nrecipe;
                 if (ok && add_cand(b, w, step, i, err)) goto done;
                 count[i] += ok;
                 b->expand = -1;
