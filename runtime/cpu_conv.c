@@ -6,7 +6,6 @@
  * under IM2COL_BYTES whatever the image size; 1x1 stride-1 convolutions use
  * the input directly as the GEMM operand.
  */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -121,12 +120,7 @@ IM2COL(double, f64)
 static void gemm_nn(mp_dtype t, int64_t m, int64_t n, int64_t kk, const void *a, int64_t lda, const void *b, int64_t ldb,
                     double beta, void *c, int64_t ldc)
 {
-    if (t == MP_FLOAT)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)kk, 1.0f, a, (int)lda, b, (int)ldb,
-                    (float)beta, c, (int)ldc);
-    else
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)kk, 1.0, a, (int)lda, b, (int)ldb, beta,
-                    c, (int)ldc);
+    mp_cpu_gemm(t, false, false, m, n, kk, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* Adds bias[m] to every position of Y's channel m. */
@@ -252,12 +246,7 @@ int mp_cpu_ConvTranspose(const mp_kargs *k, mp_err *err)
             for (int64_t p0 = 0; p0 < in_n; p0 += chunk) {
                 int64_t P = p0 + chunk < in_n ? chunk : in_n - p0;
                 if (rowsz == 0) break;
-                if (x->dtype == MP_FLOAT)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rowsz, (int)P, (int)cg, 1.0f, (const float *)wg,
-                                (int)rowsz, (const float *)xg + p0, (int)in_n, 0.0f, col, (int)P);
-                else
-                    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rowsz, (int)P, (int)cg, 1.0, (const double *)wg,
-                                (int)rowsz, (const double *)xg + p0, (int)in_n, 0.0, col, (int)P);
+                mp_cpu_gemm(x->dtype, true, false, rowsz, P, cg, 1.0, wg, rowsz, xg + p0 * es, in_n, 0.0, col, P);
                 /* col2im: Y[m, i*s - pb + k*d] += col[(m, k), i] */
                 for (int64_t r = 0; r < rowsz; r++) {
                     int64_t m = r / k_n, kp = r % k_n, kidx[MAXSP];

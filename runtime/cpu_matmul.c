@@ -1,23 +1,65 @@
 /* cpu_matmul.c - MatMul, Gemm and Einsum.
  *
- * float32/float64 go through OpenBLAS (cblas_sgemm / cblas_dgemm), which the
- * executor pins to one thread: with a fixed blocking per shape, the same
- * inputs give the same bits every run. Integer types use a plain triple loop
- * with wrapping int64 accumulation.
+ * float32 and float64 go through OpenBLAS's cblas_dgemm, which the executor
+ * pins to one thread: with a fixed blocking per shape, the same inputs give
+ * the same bits every run. float32 is widened tile by tile and accumulated in
+ * double, so its results do not depend on which sgemm kernel OpenBLAS picks
+ * for the CPU: sgemm's kernels sum each row in their own order, and rows that
+ * are equal in exact arithmetic came out one ulp apart on some CPUs.
+ * Integer types use a plain triple loop with wrapping int64 accumulation.
  */
 #include <cblas.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
+
+/* Tiles of C (TM x TN), summed over K in TK steps: 22 MiB of double at most. */
+enum { TM = 256, TN = 1024, TK = 2048 };
+
+/* float32 C = alpha op(A) op(B) + beta C, through dgemm on widened tiles; -1 when out of memory. */
+static int sgemm_in_double(bool ta, bool tb, int64_t m, int64_t n, int64_t kk, double alpha, const float *a, int64_t lda,
+                           const float *b, int64_t ldb, double beta, float *c, int64_t ldc)
+{
+    int64_t tk = kk < TK ? (kk ? kk : 1) : TK;
+    double *A = malloc((size_t)(TM * tk) * sizeof *A), *B = malloc((size_t)(tk * TN) * sizeof *B);
+    double *C = malloc((size_t)(TM * TN) * sizeof *C);
+    if (!A || !B || !C) {
+        free(A), free(B), free(C);
+        return -1;
+    }
+    for (int64_t j0 = 0; j0 < n; j0 += TN)
+        for (int64_t i0 = 0; i0 < m; i0 += TM) {
+            int64_t nb = n - j0 < TN ? n - j0 : TN, mb = m - i0 < TM ? m - i0 : TM;
+            for (int64_t i = 0; i < mb; i++)
+                for (int64_t j = 0; j < nb; j++) C[i * nb + j] = beta != 0 ? beta * c[(i0 + i) * ldc + j0 + j] : 0;
+            for (int64_t p0 = 0; p0 < kk; p0 += tk) {
+                int64_t kb = kk - p0 < tk ? kk - p0 : tk;
+                for (int64_t i = 0; i < mb; i++)
+                    for (int64_t p = 0; p < kb; p++)
+                        A[i * kb + p] = ta ? a[(p0 + p) * lda + i0 + i] : a[(i0 + i) * lda + p0 + p];
+                for (int64_t p = 0; p < kb; p++)
+                    for (int64_t j = 0; j < nb; j++)
+                        B[p * nb + j] = tb ? b[(j0 + j) * ldb + p0 + p] : b[(p0 + p) * ldb + j0 + j];
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mb, (int)nb, (int)kb, alpha, A, (int)kb, B,
+                            (int)nb, 1.0, C, (int)nb);
+            }
+            for (int64_t i = 0; i < mb; i++)
+                for (int64_t j = 0; j < nb; j++) c[(i0 + i) * ldc + j0 + j] = (float)C[i * nb + j];
+        }
+    free(A), free(B), free(C);
+    return 0;
+}
 
 void mp_cpu_gemm(mp_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t kk, double alpha, const void *a, int64_t lda,
                  const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
     if (m == 0 || n == 0) return;
     if (t == MP_FLOAT) {
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)kk,
-                    (float)alpha, a, (int)lda, b, (int)ldb, (float)beta, c, (int)ldc);
+        if (sgemm_in_double(ta, tb, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc)) /* no memory for the tiles */
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                        (int)kk, (float)alpha, a, (int)lda, b, (int)ldb, (float)beta, c, (int)ldc);
         return;
     }
     if (t == MP_DOUBLE) {

@@ -115,8 +115,8 @@ int mp_kunsupported(mp_err *err, const char *fmt, ...) __attribute__((format(pri
 /* Bytes per element (bool 1, string unsupported: 0). */
 size_t mp_elem_size(mp_dtype t);
 /* C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, leading dims given:
- * OpenBLAS for float32/float64 (one thread: the same bits every run),
- * wrapping int64 loops for integers (cpu_matmul.c). */
+ * OpenBLAS's dgemm for float32 (widened, summed in double) and float64 (one
+ * thread: the same bits every run), wrapping int64 loops for integers (cpu_matmul.c). */
 void mp_cpu_gemm(mp_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t kk, double alpha, const void *a, int64_t lda,
                  const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 
