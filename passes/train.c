@@ -292,13 +292,19 @@ bool mp_value_is_saved(const mp_graph *g, int32_t id)
  * base's buffer once. Transpose moves elements; see mark_transposed_views. */
 static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
 
+static bool is_view_op(const mp_node *n)
+{
+    for (size_t k = 0; k < sizeof view_ops / sizeof *view_ops; k++)
+        if (node_is(n, view_ops[k])) return true;
+    return false;
+}
+
+/* The forward's views, and the loss's (run again once the loss is built). */
 static void mark_views(mp_graph *g)
 {
     for (int32_t i = 0; i < g->nnodes; i++) {
         const mp_node *n = &g->nodes[i];
-        bool view = false;
-        for (size_t k = 0; k < sizeof view_ops / sizeof *view_ops && !view; k++) view = node_is(n, view_ops[k]);
-        if (!view || n->phase != MP_PHASE_FORWARD || n->nin < 1 || n->nout < 1) continue;
+        if (!is_view_op(n) || n->phase > MP_PHASE_LOSS || n->nin < 1 || n->nout < 1) continue;
         int32_t x = n->in[0], y = n->out[0];
         if (x < 0 || y < 0 || x == y || g->values[y].alias >= 0) continue;
         if (g->values[x].bytes < 0 || g->values[x].bytes != g->values[y].bytes) continue;
@@ -341,6 +347,97 @@ static void mark_transposed_views(mp_graph *g)
         y->alias = n->in[0];
         y->flags |= MP_VAL_TVIEW;
     }
+}
+
+/* Ops that may write output `out` over input `in` when that input dies there:
+ * the CPU and CUDA kernels read every element of it that an output element
+ * needs before writing that element (row statistics first, then the row), as
+ * Megatron-LM's cross-entropy overwrites the logits with the softmax and the
+ * softmax with its gradient. */
+static const struct {
+    const char *op, *domain;
+    int out, in;
+} in_place_ops[] = {
+    {"SoftmaxCrossEntropyLoss", "", 1, 0},        /* log_prob over the scores */
+    {"SoftmaxCrossEntropyGrad", "memplan", 0, 1}, /* dScores over log_prob */
+    {"SoftmaxGrad", "memplan", 0, 0},             /* dX over dY */
+};
+
+static bool same_domain(const char *a, const char *b)
+{
+    return is_default_domain(a) ? is_default_domain(b) : b && !strcmp(a, b);
+}
+
+static int32_t storage_of(const mp_graph *g, int32_t v)
+{
+    for (int32_t hops = 0; g->values[v].alias >= 0 && hops < g->nvalues; hops++) v = g->values[v].alias;
+    return v;
+}
+
+/* True when node `reader` is the last to read x's bytes: every value sharing
+ * x's storage is read only by `reader` or by the node that writes the next
+ * value of the chain (a view, an in-place write), and none of them outlives the step's arena (graph
+ * outputs, inputs and initializers live on). */
+static bool dies_at(const mp_graph *g, int32_t x, int32_t reader)
+{
+    int32_t root = storage_of(g, x);
+    if (g->values[root].producer < 0) return false;
+    for (int32_t v = 0; v < g->nvalues; v++) {
+        const mp_value *w = &g->values[v];
+        if (storage_of(g, v) != root) continue;
+        if (w->flags & (MP_VAL_OUTPUT | MP_VAL_INPUT | MP_VAL_INITIALIZER | MP_VAL_TVIEW)) return false;
+        /* a path from the root to x: nothing shares x, no value is shared twice */
+        if (w->alias == x) return false;
+        for (int32_t u = 0; u < v && w->alias >= 0; u++)
+            if (g->values[u].alias == w->alias) return false;
+        for (int32_t c = 0; c < w->ncons; c++) {
+            const mp_node *n = &g->nodes[w->cons[c]];
+            bool extends = false; /* the node writes the chain's next value */
+            for (int k = 0; k < n->nout && !extends; k++) extends = n->out[k] >= 0 && g->values[n->out[k]].alias == v;
+            if (w->cons[c] != reader && !extends) return false;
+        }
+    }
+    return true;
+}
+
+/* Outputs of in_place_ops take their dying input's buffer: the loss of a
+ * language model, its largest step, holds one vocabulary-sized buffer
+ * instead of three (scores, log_prob, their gradient). */
+static void mark_in_place(mp_graph *g)
+{
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        for (size_t k = 0; k < sizeof in_place_ops / sizeof *in_place_ops; k++) {
+            if (strcmp(n->op_type, in_place_ops[k].op) || !same_domain(n->domain, in_place_ops[k].domain) ||
+                n->nout <= in_place_ops[k].out || n->nin <= in_place_ops[k].in)
+                continue;
+            int32_t x = n->in[in_place_ops[k].in], y = n->out[in_place_ops[k].out];
+            if (x < 0 || y < 0 || g->values[y].alias >= 0 || (g->values[y].flags & MP_VAL_OUTPUT)) continue;
+            if (g->values[x].dtype != g->values[y].dtype || g->values[x].bytes != g->values[y].bytes) continue;
+            if (dies_at(g, x, i)) g->values[y].alias = x;
+        }
+    }
+}
+
+/* Backward reshapes of a gradient are views too (PyTorch's ViewBackward
+ * reshapes dY without a copy), where nothing but the reshape reads dY: a
+ * later in-place sum into the view then overwrites bytes nobody needs. */
+static void mark_gradient_views(mp_graph *g)
+{
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        if (n->phase != MP_PHASE_BACKWARD || !is_view_op(n) || n->nin < 1 || n->nout < 1) continue;
+        int32_t x = n->in[0], y = n->out[0];
+        if (x < 0 || y < 0 || x == y || g->values[y].alias >= 0 || g->values[x].bytes != g->values[y].bytes) continue;
+        if (g->values[x].role != MP_ROLE_TRANSIENT || g->values[y].role != MP_ROLE_TRANSIENT) continue;
+        if (dies_at(g, x, i)) g->values[y].alias = x;
+    }
+}
+
+void mp_train_share_buffers(mp_graph *g)
+{
+    mark_gradient_views(g);
+    mark_in_place(g);
 }
 
 /* Roles of what the passes left unset: by the phase of the producer. */
@@ -403,6 +500,7 @@ static int build_step(mp_graph *g, const mp_train_opts *o, const int32_t *master
     mp_ad ad = {g, err, MP_PHASE_LOSS, g->nvalues, NULL, NULL, NULL};
     int32_t loss = build_loss(&ad, o->loss, g->outputs[0]);
     if (loss < 0) return -1;
+    mark_views(g); /* the loss's own reshapes */
     ad.phase = MP_PHASE_BACKWARD;
     /* fp16: the loss is scaled so small gradients stay representable; the update unscales */
     mp_loss_scale ls;
@@ -419,6 +517,7 @@ static int build_step(mp_graph *g, const mp_train_opts *o, const int32_t *master
     if (rc) return -1;
     if (mp_graph_link(g, err)) return -1;
     mark_transposed_views(g);
+    mp_train_share_buffers(g);
     finish_roles(g);
     return 0;
 }

@@ -11,6 +11,7 @@
 
 #include "frontend/infer.h"
 #include "frontend/onnx.h"
+#include "codegen/plan.h"
 #include "passes/memory.h"
 #include "passes/schedule.h"
 #include "passes/train.h"
@@ -241,6 +242,76 @@ START_TEST(gpt_decoder)
     }
     ck_assert_int_gt(inplace, 0);
     check_step(&s);
+    close_step(&s);
+}
+END_TEST
+
+static int32_t storage(const mp_graph *g, int32_t v)
+{
+    while (g->values[v].alias >= 0) v = g->values[v].alias;
+    return v;
+}
+
+static int32_t node_of(const mp_graph *g, const char *op)
+{
+    for (int32_t i = 0; i < g->nnodes; i++)
+        if (!strcmp(g->nodes[i].op_type, op)) return i;
+    return -1;
+}
+
+/* The loss and the softmax gradients write over inputs that die there; the
+ * model's logits join them once the step stops returning them (the plan's
+ * step), and the backward reshape of the logits' gradient is a view. */
+START_TEST(loss_in_place)
+{
+    step s;
+    mp_err err;
+    mp_train_opts o = mp_train_defaults();
+    ck_assert_msg(
+        !build(&s, MODEL("gpt_decoder.onnx"), &o, 2, (const char *[]){"batch", "sequence"}, (int64_t[]){2, 16}, &err),
+        "%s", err.msg);
+    mp_graph *g = s.g;
+    int32_t loss = node_of(g, "SoftmaxCrossEntropyLoss"), grad = node_of(g, "SoftmaxCrossEntropyGrad");
+    ck_assert_int_ge(loss, 0);
+    ck_assert_int_ge(grad, 0);
+    int32_t scores = g->nodes[loss].in[0], log_prob = g->nodes[loss].out[1], dscores = g->nodes[grad].out[0];
+    int32_t logits = g->outputs[0];
+    ck_assert_int_eq(g->nodes[grad].in[1], log_prob);
+    ck_assert_int_eq(g->values[dscores].alias, log_prob);      /* log_prob dies in its gradient */
+    ck_assert_int_eq(g->values[scores].alias, logits);         /* the loss's reshape is a view */
+    ck_assert_int_eq(g->values[log_prob].alias, -1);           /* the step returns the logits: kept */
+    int softmax_grads = 0;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        if (strcmp(n->op_type, "SoftmaxGrad")) continue;
+        softmax_grads++;
+        ck_assert_int_eq(g->values[n->out[0]].alias, n->in[0]); /* dX over dY, never over the saved Y */
+        ck_assert_int_eq(g->values[n->in[0]].ncons, 1);
+    }
+    ck_assert_int_gt(softmax_grads, 0);
+    check_step(&s);
+
+    int64_t peak_kept = -1;
+    mp_schedule sc;
+    mp_memory mem;
+    ck_assert_msg(!mp_schedule_graph_order(g, &sc, &err) && !mp_memory_analyze(g, &sc, &mem, &err), "%s", err.msg);
+    peak_kept = mem.peak_bytes;
+    mp_memory_free(&mem);
+    ck_assert_msg(!mp_plan_step_outputs(g, &err), "%s", err.msg);
+    ck_assert_int_eq(g->values[log_prob].alias, scores); /* now the logits die in the loss */
+    ck_assert_int_eq(storage(g, dscores), logits);
+    /* the gradient of the loss's reshape reads dScores' buffer as a view */
+    bool view = false;
+    for (int32_t c = 0; c < g->values[dscores].ncons; c++) {
+        const mp_node *n = &g->nodes[g->values[dscores].cons[c]];
+        if (!strcmp(n->op_type, "Reshape") && n->phase == MP_PHASE_BACKWARD)
+            view = g->values[n->out[0]].alias == dscores;
+    }
+    ck_assert(view);
+    ck_assert_msg(!mp_memory_analyze(g, &sc, &mem, &err), "%s", err.msg);
+    ck_assert_int_lt(mem.peak_bytes, peak_kept);
+    mp_memory_free(&mem);
+    mp_schedule_free(&sc);
     close_step(&s);
 }
 END_TEST
@@ -848,6 +919,7 @@ int main(void)
     tcase_add_test(tc, mixed_precision);
     tcase_add_test(tc, cnn_bn);
     tcase_add_test(tc, gpt_decoder);
+    tcase_add_test(tc, loss_in_place);
     tcase_add_test(tc, resnet50);
     tcase_add_test(tc, finite_differences_xent);
     tcase_add_test(tc, finite_differences_embedding);
