@@ -25,7 +25,7 @@ const char *const mp_cli_strategy_names[] = {"ilp", "none", "all", "sqrt", "gree
 enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 
 #define DEFAULT_RESERVE (INT64_C(512) << 20)
-#define DEFAULT_TIME_LIMIT 1.5 /* with the rest of the command, ResNet-50 and GPT-2 plan in 2 s (docs/benchmarks.md) */
+#define DEFAULT_TIME_LIMIT 1.2 /* with the rest of the command, ResNet-50 and GPT-2 plan in 2 s (docs/benchmarks.md) */
 #define MAX_TIME_LIMIT 86400.0
 #define BATCH_MAX_CAP (INT64_C(1) << 20)
 #define ANY_BOUND_SECONDS 0.2 /* for the bound on every plan: it is only a report */
@@ -1015,6 +1015,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         mp_plan_opts po;
         plan_opts_of(p, o, &po);
         po.arena_seconds = round == 1 ? 5.0 : 1.0; /* over at first: search the same order longer */
+        po.arena_target = p->usable;
         mp_err err = {{0}};
         memset(&p->arena, 0, sizeof p->arena);
         int rc = o->out_dir ? mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->usable, true, &p->arena, &err)

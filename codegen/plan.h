@@ -47,6 +47,7 @@ typedef struct mp_plan_opts {
     char strategy[32];                     /* "ilp", "none", ... (recorded only) */
     int64_t budget_bytes, reserve_bytes;   /* -1: none (recorded; the budget is verified) */
     double arena_seconds;                  /* the placement search's limit (not recorded: it moves no tensor's meaning) */
+    int64_t arena_target;                  /* an arena size the search tries first after the bound (0: none; not recorded) */
 } mp_plan_opts;
 
 mp_plan_opts mp_plan_defaults(void);
@@ -85,9 +86,9 @@ typedef struct mp_plan_info {
 } mp_plan_info;
 
 /* Offsets for g under s (buffer owners; aliases carry their owner's), the
- * placement searched for up to seconds. offsets gets g->nvalues entries (-1:
+ * placement searched for up to o->arena_seconds, o->arena_target tried first. offsets gets g->nvalues entries (-1:
  * holds no memory). budget < 0: none; over it, info still gives the arena. */
-int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, double seconds, int64_t *offsets,
+int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, const mp_plan_opts *o, int64_t *offsets,
                     mp_plan_info *info, mp_err *err);
 
 /* Writes dir/plan.json (dir is created if missing). */

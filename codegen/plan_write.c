@@ -237,7 +237,7 @@ fail:
 
 /* ---- offsets ----------------------------------------------------------------------- */
 
-int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, double seconds, int64_t *offsets,
+int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, const mp_plan_opts *o, int64_t *offsets,
                     mp_plan_info *info, mp_err *err)
 {
     mp_lifetimes lt;
@@ -261,7 +261,8 @@ int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, dou
         of[nb++] = v;
     }
     mp_arena_opts ao = mp_arena_defaults();
-    ao.time_limit = seconds;
+    ao.time_limit = o->arena_seconds;
+    ao.target = o->arena_target;
     mp_arena_result r;
     if (mp_arena_assign(bufs, nb, &ao, off, &r, err)) goto done;
     /* the arena ends where the highest buffer does: the last one needs no padding */
@@ -407,7 +408,7 @@ static int write_plan(const char *dir, const char *model_path, const mp_plan_opt
     mp_lifetimes lt;
     int rc = -1;
     bool have_lt = false, written = false;
-    if (mp_plan_offsets(g, s, budget, o->arena_seconds, offsets, info, err) || mp_lifetime_compute(g, s, &lt, err)) goto done;
+    if (mp_plan_offsets(g, s, budget, o, offsets, info, err) || mp_lifetime_compute(g, s, &lt, err)) goto done;
     have_lt = true;
     char tmp[PATH_MAX], final[PATH_MAX];
     if (snprintf(final, sizeof final, "%s/plan.json", dir) >= (int)sizeof final ||
@@ -472,7 +473,7 @@ int mp_plan_measure(const char *model_path, const mp_plan_opts *o, const mp_rsch
     if (!mp_remat_apply(m->graph, &s, rs, &applied, err)) { /* which adds the recomputed copies */
         offsets = malloc((size_t)(m->graph->nvalues + 1) * sizeof *offsets);
         if (!offsets) mp_fail(err, "out of memory");
-        else if (!mp_plan_offsets(m->graph, &applied, -1, o->arena_seconds, offsets, info, err)) rc = 0;
+        else if (!mp_plan_offsets(m->graph, &applied, -1, o, offsets, info, err)) rc = 0;
     }
     free(offsets);
     mp_schedule_free(&applied);

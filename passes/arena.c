@@ -799,9 +799,11 @@ static int search_part(const inst *in, int32_t k, int64_t cap, double deadline, 
 }
 
 /* Lowers the arena of `off` (units) by probing capacities: first the bound,
- * then a bisection between the proven floor and the best found; a probe
- * searches only the parts above its capacity. Capacities step by g, the gcd
- * of the sizes (canonical arenas are sums of sizes). */
+ * then the caller's target, then a bisection between the proven floor and the
+ * best found; a probe searches only the parts above its capacity. Capacities
+ * step by g, the gcd of the sizes (canonical arenas are sums of sizes). A
+ * target just above the bound is far easier to reach than the bound, and the
+ * bisection's first probes may stay above it. */
 static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound, int64_t g, int64_t *off,
                            mp_arena_result *r)
 {
@@ -809,12 +811,14 @@ static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound
     int64_t nodes_left = o->node_limit > 0 ? o->node_limit : INT64_MAX;
     int64_t hi = arena_units(in, off, 0, in->n);
     int64_t proven = (bound + g - 1) / g * g, lo = proven; /* every cap < proven is infeasible */
-    bool first = true;
-    while (lo < hi && now() < end && nodes_left > 0) {
-        int64_t cap = first ? lo : lo + ((hi - lo) / g / 2) * g;
-        first = false;
+    int64_t target = o->target > 0 ? o->target / o->alignment / g * g : 0;
+    for (int probe = 0; lo < hi && now() < end && nodes_left > 0; probe++) {
+        bool at_target = probe == 1 && target > lo && target < hi;
+        int64_t cap = probe == 0 ? lo : at_target ? target : lo + ((hi - lo) / g / 2) * g;
         double left = end - now();
-        double deadline = now() + (left > 0.002 ? left / 2 : left);
+        /* with a target to try next, the bound gets a quarter of the time */
+        double share = probe == 0 && target > lo && target < hi ? left / 4 : left / 2;
+        double deadline = now() + (left > 0.002 ? share : left);
         int rc = FOUND;
         for (int32_t k = 0; k < in->nparts && rc == FOUND; k++) {
             if (arena_units(in, off, in->part_at[k], in->part_at[k + 1]) <= cap) continue;
@@ -947,7 +951,9 @@ int mp_arena_assign(const mp_arena_buf *bufs, int32_t n, const mp_arena_opts *o,
             goto done;
         }
     }
-    if (assign_all(rest, nr, o, roff, r, err)) goto done;
+    mp_arena_opts ro = *o; /* the rest's target sits above the stack */
+    ro.target = o->target > units * o->alignment ? o->target - units * o->alignment : 0;
+    if (assign_all(rest, nr, &ro, roff, r, err)) goto done;
     int64_t base = units * o->alignment;
     for (int32_t k = 0; k < nr; k++) offsets[at[k]] = rest[k].size ? roff[k] + base : 0; /* 0 bytes: at 0, as ever */
     r->arena_bytes = r->arena_bytes ? base + r->arena_bytes : top;
