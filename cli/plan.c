@@ -943,6 +943,7 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     snprintf(po->strategy, sizeof po->strategy, "%s", mp_cli_strategy_names[p->strategy]);
     po->budget_bytes = p->budget;
     po->reserve_bytes = p->reserve;
+    po->arena_target = p->usable;
 }
 
 /* Forgets the plan found for p->target, so that plan_graph can plan again. */
@@ -957,15 +958,50 @@ static void forget_solution(plan *p)
     p->ilp_failed[0] = 0;
 }
 
-/* The last resort when re-planning keeps fragmenting: the orders the exit-3
- * line places (the least-peak plan's, greedy's at its least target, store
- * everything), the first whose arena fits taken as the plan. So a budget that
- * line proves feasible succeeds given back. True when one was taken. */
+/* Takes order s (recounted as c, from as plan.order_from) as the plan. */
+static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, int from)
+{
+    forget_solution(p);
+    p->order = *s;
+    p->count = *c;
+    p->order_from = from;
+    p->placed_fallback = true;
+    return mark_recomputed(p) == 0;
+}
+
+/* The last resort when re-planning keeps fragmenting. First the baselines'
+ * own orders for this budget (and for it less the slack), the cheapest whose
+ * arena fits as placed; else the orders the exit-3 line places (the
+ * least-peak plan's, greedy's at its least target, store everything), the
+ * first whose arena fits. So the order given costs no more than a baseline
+ * shown beside it that fits, and a budget that line proves feasible succeeds
+ * given back. True when one was taken. */
 static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
 {
     mp_err err = {{0}};
     mp_plan_opts po;
     plan_opts_of(p, o, &po);
+    mp_rsched best = {0};
+    mp_rcount best_c = {0};
+    int best_from = -1;
+    int64_t targets[2] = {p->usable, p->usable - p->slack};
+    for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++)
+        for (int t = 0; t < 2 && targets[t] > 0; t++) {
+            mp_rsched s = {0};
+            mp_rcount c;
+            mp_plan_info info = {0};
+            if (mp_remat_baseline(&p->rg, (mp_rbaseline)b, targets[t], &s, &err)) continue;
+            bool fits = !mp_rsched_count(&p->rg, &s, &c, &err) && c.peak_bytes <= p->usable &&
+                        (best_from < 0 || c.recompute_cost < best_c.recompute_cost) &&
+                        !mp_plan_measure(o->model, &po, &s, &info, &err) && info.arena_bytes <= p->usable;
+            if (!fits) {
+                mp_rsched_free(&s);
+                continue;
+            }
+            if (best_from >= 0) mp_rsched_free(&best);
+            best = s, best_c = c, best_from = b;
+        }
+    if (best_from >= 0) return adopt_order(p, &best, &best_c, best_from);
     if (least_peak(p, &err)) return false;
     for (int k = 0; k < 3; k++) {
         mp_rsched s = {0};
@@ -978,13 +1014,9 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
             mp_rsched_free(&s);
             continue;
         }
-        forget_solution(p);
-        p->order = s;
-        p->count = c;
-        p->order_from = from;
+        if (!adopt_order(p, &s, &c, from)) return false;
         if (k == 0) p->status = "min-peak";
-        p->placed_fallback = true;
-        return mark_recomputed(p) == 0;
+        return true;
     }
     return false;
 }
@@ -1015,7 +1047,6 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         mp_plan_opts po;
         plan_opts_of(p, o, &po);
         po.arena_seconds = round == 1 ? 5.0 : 1.0; /* over at first: search the same order longer */
-        po.arena_target = p->usable;
         mp_err err = {{0}};
         memset(&p->arena, 0, sizeof p->arena);
         int rc = o->out_dir ? mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->usable, true, &p->arena, &err)
