@@ -452,7 +452,8 @@ static int alloc_output(mp_exec *x, int32_t node, int32_t id, mp_err *err)
         if (!t->data) return mp_fail(err, "out of memory for '%s' (%lld bytes)", vname(x, id), (long long)b);
         x->own[id] = OWN_HEAP;
     }
-    if (x->o.poison) memset(t->data, 0xff, (size_t)b);
+    /* not over an input it shares an arena buffer with (a view, an in-place write): the kernel reads it */
+    if (x->o.poison && !(off >= 0 && v->alias >= 0)) memset(t->data, 0xff, (size_t)b);
     x->live_bytes += b;
     (void)node;
     return 0;
