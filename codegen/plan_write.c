@@ -186,8 +186,7 @@ int mp_plan_step_outputs(mp_graph *g, mp_err *err)
     for (int32_t k = 0; k < n; k++) g->values[keep[k]].flags |= MP_VAL_OUTPUT;
     g->outputs = keep;
     g->noutputs = n;
-    mp_train_share_buffers(g); /* the model's outputs may now die in the loss */
-    return 0;
+    return mp_train_share_buffers(g, err); /* the model's outputs may now die in the loss */
 }
 
 /* A comma-separated list as train.h takes it (NULL-terminated, in g's

@@ -368,42 +368,41 @@ static bool same_domain(const char *a, const char *b)
     return is_default_domain(a) ? is_default_domain(b) : b && !strcmp(a, b);
 }
 
-static int32_t storage_of(const mp_graph *g, int32_t v)
+/* True when node `reader` is the last to read x's bytes. The values on x's
+ * buffer form one path, from x up its alias chain to the owner (sharers[v]:
+ * how many values alias v, so nothing else shares it); each is read only by
+ * `reader` or by the node that writes the next value down the path (a view, an
+ * in-place write), and none outlives the step's arena (graph outputs, inputs
+ * and initializers live on). */
+static bool dies_at(const mp_graph *g, const int32_t *sharers, int32_t x, int32_t reader)
 {
-    for (int32_t hops = 0; g->values[v].alias >= 0 && hops < g->nvalues; hops++) v = g->values[v].alias;
-    return v;
-}
-
-/* True when node `reader` is the last to read x's bytes: every value sharing
- * x's storage is read only by `reader` or by the node that writes the next
- * value of the chain (a view, an in-place write), and none of them outlives the step's arena (graph
- * outputs, inputs and initializers live on). */
-static bool dies_at(const mp_graph *g, int32_t x, int32_t reader)
-{
-    int32_t root = storage_of(g, x);
-    if (g->values[root].producer < 0) return false;
-    for (int32_t v = 0; v < g->nvalues; v++) {
+    if (sharers[x]) return false;
+    int32_t below = -1; /* the path's value that aliases v */
+    for (int32_t v = x, hops = 0; v >= 0; below = v, v = g->values[v].alias) {
         const mp_value *w = &g->values[v];
-        if (storage_of(g, v) != root) continue;
+        if (hops++ > g->nvalues || (below >= 0 && sharers[v] != 1)) return false;
         if (w->flags & (MP_VAL_OUTPUT | MP_VAL_INPUT | MP_VAL_INITIALIZER | MP_VAL_TVIEW)) return false;
-        /* a path from the root to x: nothing shares x, no value is shared twice */
-        if (w->alias == x) return false;
-        for (int32_t u = 0; u < v && w->alias >= 0; u++)
-            if (g->values[u].alias == w->alias) return false;
+        if (w->alias < 0 && w->producer < 0) return false;
         for (int32_t c = 0; c < w->ncons; c++) {
             const mp_node *n = &g->nodes[w->cons[c]];
-            bool extends = false; /* the node writes the chain's next value */
-            for (int k = 0; k < n->nout && !extends; k++) extends = n->out[k] >= 0 && g->values[n->out[k]].alias == v;
-            if (w->cons[c] != reader && !extends) return false;
+            bool writes_below = false;
+            for (int k = 0; k < n->nout && below >= 0 && !writes_below; k++) writes_below = n->out[k] == below;
+            if (w->cons[c] != reader && !writes_below) return false;
         }
     }
     return true;
 }
 
+static void share(mp_graph *g, int32_t *sharers, int32_t y, int32_t x)
+{
+    g->values[y].alias = x;
+    sharers[x]++;
+}
+
 /* Outputs of in_place_ops take their dying input's buffer: the loss of a
  * language model, its largest step, holds one vocabulary-sized buffer
  * instead of three (scores, log_prob, their gradient). */
-static void mark_in_place(mp_graph *g)
+static void mark_in_place(mp_graph *g, int32_t *sharers)
 {
     for (int32_t i = 0; i < g->nnodes; i++) {
         const mp_node *n = &g->nodes[i];
@@ -414,7 +413,7 @@ static void mark_in_place(mp_graph *g)
             int32_t x = n->in[in_place_ops[k].in], y = n->out[in_place_ops[k].out];
             if (x < 0 || y < 0 || g->values[y].alias >= 0 || (g->values[y].flags & MP_VAL_OUTPUT)) continue;
             if (g->values[x].dtype != g->values[y].dtype || g->values[x].bytes != g->values[y].bytes) continue;
-            if (dies_at(g, x, i)) g->values[y].alias = x;
+            if (dies_at(g, sharers, x, i)) share(g, sharers, y, x);
         }
     }
 }
@@ -422,7 +421,7 @@ static void mark_in_place(mp_graph *g)
 /* Backward reshapes of a gradient are views too (PyTorch's ViewBackward
  * reshapes dY without a copy), where nothing but the reshape reads dY: a
  * later in-place sum into the view then overwrites bytes nobody needs. */
-static void mark_gradient_views(mp_graph *g)
+static void mark_gradient_views(mp_graph *g, int32_t *sharers)
 {
     for (int32_t i = 0; i < g->nnodes; i++) {
         const mp_node *n = &g->nodes[i];
@@ -430,14 +429,20 @@ static void mark_gradient_views(mp_graph *g)
         int32_t x = n->in[0], y = n->out[0];
         if (x < 0 || y < 0 || x == y || g->values[y].alias >= 0 || g->values[x].bytes != g->values[y].bytes) continue;
         if (g->values[x].role != MP_ROLE_TRANSIENT || g->values[y].role != MP_ROLE_TRANSIENT) continue;
-        if (dies_at(g, x, i)) g->values[y].alias = x;
+        if (dies_at(g, sharers, x, i)) share(g, sharers, y, x);
     }
 }
 
-void mp_train_share_buffers(mp_graph *g)
+int mp_train_share_buffers(mp_graph *g, mp_err *err)
 {
-    mark_gradient_views(g);
-    mark_in_place(g);
+    int32_t *sharers = calloc((size_t)g->nvalues + 1, sizeof *sharers);
+    if (!sharers) return mp_fail(err, "out of memory");
+    for (int32_t v = 0; v < g->nvalues; v++)
+        if (g->values[v].alias >= 0 && g->values[v].alias < g->nvalues) sharers[g->values[v].alias]++;
+    mark_gradient_views(g, sharers);
+    mark_in_place(g, sharers);
+    free(sharers);
+    return 0;
 }
 
 /* Roles of what the passes left unset: by the phase of the producer. */
@@ -517,7 +522,7 @@ static int build_step(mp_graph *g, const mp_train_opts *o, const int32_t *master
     if (rc) return -1;
     if (mp_graph_link(g, err)) return -1;
     mark_transposed_views(g);
-    mp_train_share_buffers(g);
+    if (mp_train_share_buffers(g, err)) return -1;
     finish_roles(g);
     return 0;
 }

@@ -46,7 +46,7 @@ int mp_train_classify(mp_graph *g, const mp_train_opts *o, mp_err *err);
  * reshape of a gradient becomes a view of it, and the loss's and softmax's
  * gradients write over their dying input (docs/training.md). mp_train_build
  * calls it; call it again after a value stops being a step output. */
-void mp_train_share_buffers(mp_graph *g);
+int mp_train_share_buffers(mp_graph *g, mp_err *err);
 
 /* Forward values the backward reads (saved activations, parameters excluded). */
 bool mp_value_is_saved(const mp_graph *g, int32_t v);
