@@ -387,6 +387,7 @@ static int report_infeasible(plan *p, const char *why)
         mp_plan_opts po;
         mp_plan_info info = {0};
         plan_opts_of(p, p->o, &po);
+        po.arena_target = 0; /* as adopt_placed_order places these orders again */
         if (mp_plan_measure(p->o->model, &po, &o, &info, &err) == 0 && info.arena_bytes > min_peak) {
             if (!p->best_arena || info.arena_bytes < p->best_arena) p->best_arena = info.arena_bytes;
             if (info.arena_bytes - min_peak > p->slack) p->slack = info.arena_bytes - min_peak;
@@ -943,7 +944,7 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     snprintf(po->strategy, sizeof po->strategy, "%s", mp_cli_strategy_names[p->strategy]);
     po->budget_bytes = p->budget;
     po->reserve_bytes = p->reserve;
-    po->arena_target = p->usable;
+    po->arena_target = p->placed_fallback ? 0 : p->usable; /* a fallback is placed as it was measured */
 }
 
 /* Forgets the plan found for p->target, so that plan_graph can plan again. */
@@ -981,6 +982,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
     mp_err err = {{0}};
     mp_plan_opts po;
     plan_opts_of(p, o, &po);
+    po.arena_target = 0; /* the exit-3 line's placements, so that a budget it states is met given back */
     mp_rsched best = {0};
     mp_rcount best_c = {0};
     int best_from = -1;
@@ -1046,7 +1048,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
     for (int round = 0;; round++) {
         mp_plan_opts po;
         plan_opts_of(p, o, &po);
-        po.arena_seconds = round == 1 ? 5.0 : 1.0; /* over at first: search the same order longer */
+        po.arena_seconds = round == 1 ? 2.0 : 1.0; /* over at first: search the same order longer */
         mp_err err = {{0}};
         memset(&p->arena, 0, sizeof p->arena);
         int rc = o->out_dir ? mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->usable, true, &p->arena, &err)

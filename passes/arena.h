@@ -56,7 +56,8 @@ typedef struct mp_arena_opts {
     double time_limit;          /* seconds of search in all; 0 = heuristics only (default 5; it stops at the bound) */
     int64_t node_limit;         /* search nodes in all; 0 = no limit (default 0) */
     int32_t search_max_buffers; /* time-disjoint parts with more buffers are not searched (default 3000) */
-    int64_t target;             /* an arena the caller needs, bytes (0: none): the search tries it right after the bound */
+    int64_t target;             /* an arena the caller needs, bytes (0: none): the search tries it first, and
+                                 * stops once it fits it within 1 % of the bound */
 } mp_arena_opts;
 
 mp_arena_opts mp_arena_defaults(void);

@@ -235,7 +235,7 @@ int mp_remat_min_peak(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *pea
  * the budget, values away at t must be made again after t, from inputs that
  * were present at t or made again too; *cost is the largest minimum of that
  * (LP, or 0/1 on small programs) over the steps tried, largest memory first,
- * within seconds (the first step: 5x), *step its step (-1: no step exceeds the
+ * within seconds (the first step: 3x), *step its step (-1: no step exceeds the
  * budget or none was solved in time, *cost 0). *cost is INFINITY when no plan
  * fits at some step. */
 int mp_remat_any_plan_bound(const mp_rgraph *rg, int64_t budget, double seconds, double *cost, int32_t *step,

@@ -242,10 +242,10 @@ int mp_remat_any_plan_bound(const mp_rgraph *rg, int64_t budget, double seconds,
     if (unit <= 0) unit = 1;
     glp_term_out(GLP_OFF);
     /* the largest steps first: the step with the most to take away usually
-     * bounds most, so it gets up to 5x the time, and a bound on big graphs */
+     * bounds most, so it gets up to 3x the time, and a bound on big graphs */
     double start = now(), deadline = start + seconds, best = -1;
     for (int32_t k = 0; k < ns && k < BOUND_STEPS && (k == 0 || now() < deadline); k++) {
-        double c = bound_at(&b, steps[k], budget, resident, unit, k ? deadline - now() : 5 * seconds);
+        double c = bound_at(&b, steps[k], budget, resident, unit, k ? deadline - now() : 3 * seconds);
         if (c > best) best = c, *step = steps[k];
         if (isinf(c)) break;
     }
