@@ -217,6 +217,9 @@ typedef struct plan {
     bool capped;
 } plan;
 
+/* The solve proved that no plan of the ILP's space fits (a baseline's order was given). */
+static bool ilp_space_empty(const plan *p) { return p->solved && p->status && !strcmp(p->status, "infeasible"); }
+
 static double overhead_pct(const plan *p, double recompute_cost)
 {
     return p->base.cost > 0 ? 100.0 * recompute_cost / p->base.cost : 0;
@@ -462,7 +465,10 @@ static int plan_ilp(plan *p, bool *fits)
     p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
     if (p->info.status == MP_RSOLVE_INFEASIBLE) {
         if (least_peak(p, &err)) goto fail;
-        if (p->least_peak > p->target) return 0;
+        if (p->least_peak > p->target) { /* a baseline's order may still fit */
+            p->status = "infeasible";
+            return 0;
+        }
         mp_rsolve_opts warm = solve_opts(p, &p->least);
         mp_rplan_free(&p->rp);
         if (mp_remat_solve(&p->sp, p->target, &warm, &p->rp, &p->info, &err) ||
@@ -666,9 +672,11 @@ static void print_plan_text(FILE *f, const plan *p)
                 "strategy", mp_cli_strategy_names[p->strategy],
                 p->order_from >= 0 ? mp_rbaseline_names[p->order_from] : "the least-peak plan");
     else if (p->order_from >= 0)
-        fprintf(f, "%-18s%s: %s's order is cheaper than the ILP's plan%s, so it is the one given\n", "strategy",
-                mp_cli_strategy_names[p->strategy], mp_rbaseline_names[p->order_from],
-                p->solved ? "" : " (the ILP found none in time)");
+        fprintf(f, "%-18s%s: %s's order %s, so it is the one given\n", "strategy", mp_cli_strategy_names[p->strategy],
+                mp_rbaseline_names[p->order_from],
+                !p->solved        ? "is cheaper than the ILP's plan (the ILP found none in time)"
+                : ilp_space_empty(p) ? "fits where the ILP's decision space has no plan"
+                                     : "is cheaper than the ILP's plan");
     else
         fprintf(f, "%-18s%s\n", "strategy", mp_cli_strategy_names[p->strategy]);
     fprintf(f, "%-18s%.2f MiB (store everything: %.2f MiB)\n", "planned peak", mib(p->count.peak_bytes),
@@ -686,7 +694,10 @@ static void print_plan_text(FILE *f, const plan *p)
                 overhead_pct(p, p->count.recompute_cost), p->count.recompute_cost, p->base.cost);
     fprintf(f, "%-18skept %d, recomputed %d (%d values could be dropped)\n", "values", (int)p->nkept,
             (int)p->nrecomputed, (int)p->ndroppable);
-    if (p->solved)
+    if (ilp_space_empty(p))
+        fprintf(f, "%-18sinfeasible in %.2f s: no plan of the ILP's decision space fits (docs/ilp.md)\n", "solver",
+                p->info.seconds);
+    else if (p->solved)
         fprintf(f, "%-18s%s in %.2f s, MIP gap %.2f %%, LP bound %.2f %% overhead%s\n", "solver", p->status,
                 p->info.seconds, 100 * p->info.mip_gap, overhead_pct(p, p->info.lp_bound),
                 p->order_from >= 0 ? " (bounds of the ILP's decision space, docs/ilp.md)" : "");
@@ -787,10 +798,10 @@ static void plan_json(mp_json *j, const void *ctx)
     if (p->solved) mp_json_num(j, p->info.seconds);
     else mp_json_null(j);
     mp_json_key(j, "mip_gap");
-    if (p->solved) mp_json_num(j, p->info.mip_gap);
+    if (p->solved && !ilp_space_empty(p)) mp_json_num(j, p->info.mip_gap);
     else mp_json_null(j);
     mp_json_key(j, "lp_bound");
-    if (p->solved) mp_json_num(j, p->info.lp_bound);
+    if (p->solved && !ilp_space_empty(p)) mp_json_num(j, p->info.lp_bound);
     else mp_json_null(j);
     mp_json_key(j, "any_plan_bound"); /* every plan's, not only the ILP space's (docs/ilp.md) */
     if (p->any_bound_step >= 0) mp_json_num(j, p->any_bound);
