@@ -28,6 +28,7 @@ enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 #define DEFAULT_TIME_LIMIT 1.2 /* with the rest of the command, ResNet-50 and GPT-2 plan in 2 s (docs/benchmarks.md) */
 #define MAX_TIME_LIMIT 86400.0
 #define BATCH_MAX_CAP (INT64_C(1) << 20)
+#define LEAST_PEAK_MIN_SECONDS 1.5
 #define ANY_BOUND_SECONDS 0.2 /* for the bound on every plan: it is only a report */
 
 static double mib(int64_t b) { return b / (1024.0 * 1024.0); }
@@ -261,6 +262,9 @@ static int least_peak(plan *p, mp_err *err)
 {
     if (p->have_least) return 0;
     mp_rsolve_opts so = solve_opts(p, NULL);
+    /* at least 1.5 s, the default before the solve's was cut to 1.2 s: the exit-3 line's range and the
+     * fallback orders come from this search, so more time makes a budget it states likelier to plan */
+    so.time_limit = fmax(so.time_limit, LEAST_PEAK_MIN_SECONDS);
     if (mp_remat_min_peak_range(&p->sp, &so, &p->least_peak, &p->least_lower, &p->least, err)) return -1;
     p->have_least = true;
     return 0;
@@ -1059,7 +1063,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
     for (int round = 0;; round++) {
         mp_plan_opts po;
         plan_opts_of(p, o, &po);
-        po.arena_seconds = round == 1 ? 2.0 : 1.0; /* over at first: search the same order longer */
+        po.arena_seconds = round == 1 ? 5.0 : 1.0; /* over at first: search the same order longer */
         mp_err err = {{0}};
         memset(&p->arena, 0, sizeof p->arena);
         int rc = o->out_dir ? mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->usable, true, &p->arena, &err)
