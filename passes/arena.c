@@ -807,6 +807,12 @@ static int search_part(const inst *in, int32_t k, int64_t cap, double deadline, 
  * above it. An arena that fits the target and is within 1 % of the bound ends
  * the search: the caller has what it needs, and the rest of the time would
  * buy less than 1 %. */
+/* An arena of hi units fits the caller's target (0: none) within 1 % of the bound. */
+static bool target_met(int64_t target, int64_t hi, int64_t bound)
+{
+    return target && hi <= target && hi <= bound + bound / 100;
+}
+
 static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound, int64_t g, int64_t *off,
                            mp_arena_result *r)
 {
@@ -815,10 +821,8 @@ static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound
     int64_t hi = arena_units(in, off, 0, in->n);
     int64_t proven = (bound + g - 1) / g * g, lo = proven; /* every cap < proven is infeasible */
     int64_t target = o->target > 0 ? o->target / o->alignment / g * g : 0;
-    if (target && hi <= target && hi <= bound + bound / 100) return; /* the heuristics' arena will do */
-    bool enough = false; /* fits the caller's target, within 1 % of the bound */
     bool first_target = target > lo && target < hi;
-    for (int probe = 0; lo < hi && !enough && now() < end && nodes_left > 0; probe++) {
+    for (int probe = 0; lo < hi && !target_met(target, hi, bound) && now() < end && nodes_left > 0; probe++) {
         int64_t cap = probe == 0 && first_target ? target : probe <= first_target ? lo : lo + ((hi - lo) / g / 2) * g;
         double left = end - now();
         double deadline = now() + (left > 0.002 ? left / 2 : left);
@@ -831,7 +835,6 @@ static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound
         if (rc == FOUND) hi = arena_units(in, off, 0, in->n);
         else if (rc == INFEASIBLE) lo = proven = cap + g; /* and so is every smaller cap */
         else if (cap != target) lo = cap + g; /* a target out of reach in time leaves the bisection below it */
-        enough = target && hi <= target && hi <= bound + bound / 100;
     }
     r->optimal = hi <= proven;
 }
