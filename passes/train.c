@@ -292,11 +292,16 @@ bool mp_value_is_saved(const mp_graph *g, int32_t id)
  * base's buffer once. Transpose moves elements; see mark_transposed_views. */
 static const char *const view_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
 
-static bool is_view_op(const mp_node *n)
+/* The input node n's output could view: n is a view op whose output is not
+ * yet an alias and has its input's bytes; -1 otherwise. */
+static int32_t view_input(const mp_graph *g, const mp_node *n)
 {
-    for (size_t k = 0; k < sizeof view_ops / sizeof *view_ops; k++)
-        if (node_is(n, view_ops[k])) return true;
-    return false;
+    bool view = false;
+    for (size_t k = 0; k < sizeof view_ops / sizeof *view_ops && !view; k++) view = node_is(n, view_ops[k]);
+    if (!view || n->nin < 1 || n->nout < 1) return -1;
+    int32_t x = n->in[0], y = n->out[0];
+    if (x < 0 || y < 0 || x == y || g->values[y].alias >= 0) return -1;
+    return g->values[x].bytes >= 0 && g->values[x].bytes == g->values[y].bytes ? x : -1;
 }
 
 /* The forward's views, and the loss's (run again once the loss is built). */
@@ -304,11 +309,8 @@ static void mark_views(mp_graph *g)
 {
     for (int32_t i = 0; i < g->nnodes; i++) {
         const mp_node *n = &g->nodes[i];
-        if (!is_view_op(n) || n->phase > MP_PHASE_LOSS || n->nin < 1 || n->nout < 1) continue;
-        int32_t x = n->in[0], y = n->out[0];
-        if (x < 0 || y < 0 || x == y || g->values[y].alias >= 0) continue;
-        if (g->values[x].bytes < 0 || g->values[x].bytes != g->values[y].bytes) continue;
-        g->values[y].alias = x;
+        int32_t x = n->phase <= MP_PHASE_LOSS ? view_input(g, n) : -1;
+        if (x >= 0) g->values[n->out[0]].alias = x;
     }
 }
 
@@ -425,9 +427,9 @@ static void mark_gradient_views(mp_graph *g, int32_t *sharers)
 {
     for (int32_t i = 0; i < g->nnodes; i++) {
         const mp_node *n = &g->nodes[i];
-        if (n->phase != MP_PHASE_BACKWARD || !is_view_op(n) || n->nin < 1 || n->nout < 1) continue;
-        int32_t x = n->in[0], y = n->out[0];
-        if (x < 0 || y < 0 || x == y || g->values[y].alias >= 0 || g->values[x].bytes != g->values[y].bytes) continue;
+        int32_t x = n->phase == MP_PHASE_BACKWARD ? view_input(g, n) : -1;
+        if (x < 0) continue;
+        int32_t y = n->out[0];
         if (g->values[x].role != MP_ROLE_TRANSIENT || g->values[y].role != MP_ROLE_TRANSIENT) continue;
         if (dies_at(g, sharers, x, i)) share(g, sharers, y, x);
     }
