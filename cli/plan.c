@@ -30,6 +30,9 @@ enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 #define BATCH_MAX_CAP (INT64_C(1) << 20)
 #define LEAST_PEAK_MIN_SECONDS 1.5
 #define ANY_BOUND_SECONDS 0.2 /* for the bound on every plan: it is only a report */
+/* The placements an exit-3 line states, and the fallbacks that place them again, search for this many nodes
+ * times buffers rather than for a time, so that a budget the line states is met given back on a loaded machine */
+#define STATED_ARENA_WORK INT64_C(400000000) /* about 1 s of search (buffers visited; docs/memory.md) */
 
 static double mib(int64_t b) { return b / (1024.0 * 1024.0); }
 
@@ -179,7 +182,8 @@ typedef struct plan {
     const mp_gpu *gpu;          /* NULL: --graph-json without --gpu */
     int64_t budget, reserve, usable;
     int64_t slack;              /* bytes kept below usable for the arena's fragmentation (fit_arena) */
-    int64_t best_arena;         /* the smallest arena fit_arena placed for any plan so far (0: none): a budget proven feasible */
+    int64_t best_arena;         /* the smallest arena placed for an order the exit-3 line names (0: none), by
+                                   STATED_ARENA_WORK: a budget proven feasible, met again when given back */
     int64_t target;             /* what the plan's counted peak must fit: usable - slack */
     mp_plan_info arena;         /* the plan's arena (a model's plan only) */
     char out_failed[sizeof(mp_err) + 300]; /* -o failed after the arena fit: reported after the table */
@@ -395,6 +399,7 @@ static int report_infeasible(plan *p, const char *why)
         mp_plan_info info = {0};
         plan_opts_of(p, p->o, &po);
         po.arena_target = 0; /* as adopt_placed_order places these orders again */
+        po.arena_work = STATED_ARENA_WORK;
         if (mp_plan_measure(p->o->model, &po, &o, &info, &err) == 0 && info.arena_bytes > min_peak) {
             if (!p->best_arena || info.arena_bytes < p->best_arena) p->best_arena = info.arena_bytes;
             if (info.arena_bytes - min_peak > p->slack) p->slack = info.arena_bytes - min_peak;
@@ -705,6 +710,10 @@ static void print_plan_text(FILE *f, const plan *p)
         fprintf(f, "%-18s%s in %.2f s, MIP gap %.2f %%, LP bound %.2f %% overhead%s\n", "solver", p->status,
                 p->info.seconds, 100 * p->info.mip_gap, overhead_pct(p, p->info.lp_bound),
                 p->order_from >= 0 ? " (bounds of the ILP's decision space, docs/ilp.md)" : "");
+    else if (!strcmp(p->status, "timeout"))
+        fprintf(f, "%-18stimeout: the solver found no plan in %.2f s (--time-limit)\n", "solver", p->time_limit);
+    else if (p->placed_fallback)
+        fprintf(f, "%-18s%s (its plans fragmented when placed: the order given is a fallback's)\n", "solver", p->status);
     else
         fprintf(f, "%-18s%s (no solver run)\n", "solver", p->status);
     if (p->any_bound_step >= 0)
@@ -960,6 +969,7 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     po->budget_bytes = p->budget;
     po->reserve_bytes = p->reserve;
     po->arena_target = p->placed_fallback ? 0 : p->usable; /* a fallback is placed as it was measured */
+    po->arena_work = p->placed_fallback ? STATED_ARENA_WORK : 0;
 }
 
 /* Forgets the plan found for p->target, so that plan_graph can plan again. */
@@ -998,6 +1008,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
     mp_plan_opts po;
     plan_opts_of(p, o, &po);
     po.arena_target = 0; /* the exit-3 line's placements, so that a budget it states is met given back */
+    po.arena_work = STATED_ARENA_WORK;
     mp_rsched best = {0};
     mp_rcount best_c = {0};
     int best_from = -1;
@@ -1063,7 +1074,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
     for (int round = 0;; round++) {
         mp_plan_opts po;
         plan_opts_of(p, o, &po);
-        po.arena_seconds = round == 1 ? 5.0 : 1.0; /* over at first: search the same order longer */
+        po.arena_seconds = round == 1 ? 2.0 : 1.0; /* over at first: search the same order longer */
         mp_err err = {{0}};
         memset(&p->arena, 0, sizeof p->arena);
         int rc = o->out_dir ? mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->usable, true, &p->arena, &err)
@@ -1078,8 +1089,6 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
             return MP_EXIT_OK;
         }
         if (!rc && p->arena.arena_bytes <= p->usable) return MP_EXIT_OK;
-        if (p->arena.arena_bytes > 0 && (!p->best_arena || p->arena.arena_bytes < p->best_arena))
-            p->best_arena = p->arena.arena_bytes;
         if (round == 3) {
             if (!adopted && adopt_placed_order(p, o)) {
                 adopted = true, round = 2; /* place and write it */

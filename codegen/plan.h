@@ -48,6 +48,8 @@ typedef struct mp_plan_opts {
     int64_t budget_bytes, reserve_bytes;   /* -1: none (recorded; the budget is verified) */
     double arena_seconds;                  /* the placement search's limit (not recorded: it moves no tensor's meaning) */
     int64_t arena_target;                  /* an arena size the search tries first after the bound (0: none; not recorded) */
+    int64_t arena_work;                    /* > 0: the search stops after this much work (mp_arena_opts.work_limit), not
+                                              at arena_seconds, so an order is placed alike under any load (not recorded) */
 } mp_plan_opts;
 
 mp_plan_opts mp_plan_defaults(void);

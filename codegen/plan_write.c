@@ -262,6 +262,10 @@ int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, con
     mp_arena_opts ao = mp_arena_defaults();
     ao.time_limit = o->arena_seconds;
     ao.target = o->arena_target;
+    if (o->arena_work > 0) { /* the work, not the clock: time is only a safety net, far above what it takes */
+        ao.work_limit = o->arena_work;
+        ao.time_limit = 30 * o->arena_seconds;
+    }
     mp_arena_result r;
     if (mp_arena_assign(bufs, nb, &ao, off, &r, err)) goto done;
     /* the arena ends where the highest buffer does: the last one needs no padding */

@@ -55,6 +55,9 @@ typedef struct mp_arena_opts {
     int64_t alignment;          /* every offset a multiple of it, sizes padded to it; >= 1 (default 16) */
     double time_limit;          /* seconds of search in all; 0 = heuristics only (default 5; it stops at the bound) */
     int64_t node_limit;         /* search nodes in all; 0 = no limit (default 0) */
+    int64_t work_limit;         /* search work in all, in buffers visited; 0 = no limit (default 0). Unlike time it
+                                 * is the same on every run: with it (or node_limit) an instance is placed alike
+                                 * under any load */
     int32_t search_max_buffers; /* time-disjoint parts with more buffers are not searched (default 3000) */
     int64_t target;             /* an arena the caller needs, bytes (0: none): the search tries it first, and
                                  * stops once it fits it within 1 % of the bound */

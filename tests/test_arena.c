@@ -2,7 +2,8 @@
  * (passes/offsets_verify.h): hand instances reach their known optimum
  * (MiniMalloc's 5-buffer example, the omnimalloc-small cases, optimum in the
  * name), random instances always verify and never beat the lower bound, the
- * training step of models/cnn_bn.onnx stays within 1.01x of its bound, bad
+ * training step of models/cnn_bn.onnx stays within 1.01x of its bound, a
+ * work or node limit places alike on every run, bad
  * input is refused, and the verifier catches each corruption of a valid plan. */
 #include <check.h>
 #include <dirent.h>
@@ -213,6 +214,39 @@ START_TEST(test_search_matches_brute_force)
 }
 END_TEST
 
+/* With a work limit (or a node limit) the search is the same under any load:
+ * two runs place every buffer alike and search the same nodes. */
+START_TEST(test_node_limit_reproducible)
+{
+    enum { NB = 160 };
+    mp_arena_buf b[NB];
+    int64_t off1[NB], off2[NB];
+    int searched = 0;
+    for (int t = 0; t < 12; t++) {
+        for (int i = 0; i < NB; i++) {
+            int64_t lo = rnd(120);
+            b[i] = (mp_arena_buf){.lower = lo, .upper = lo + 1 + rnd(30), .size = 1 + rnd(100)};
+        }
+        mp_arena_opts o = mp_arena_defaults();
+        o.alignment = 1;
+        o.time_limit = 60; /* a safety net: the nodes end the search long before */
+        if (t % 2) o.node_limit = 2000;
+        else o.work_limit = 2000000;
+        mp_arena_result r1, r2;
+        mp_err err = {{0}};
+        ck_assert_msg(mp_arena_assign(b, NB, &o, off1, &r1, &err) == 0, "%s", err.msg);
+        ck_assert_msg(mp_arena_assign(b, NB, &o, off2, &r2, &err) == 0, "%s", err.msg);
+        ck_assert_msg(mp_offsets_verify(b, NB, off1, r1.arena_bytes, -1, &err) == 0, "%s", err.msg);
+        if (o.node_limit) ck_assert_int_le(r1.nodes, o.node_limit);
+        ck_assert_int_eq(r1.nodes, r2.nodes);
+        ck_assert_int_eq(r1.arena_bytes, r2.arena_bytes);
+        ck_assert_int_eq(memcmp(off1, off2, sizeof off1), 0);
+        searched += r1.nodes > 0;
+    }
+    ck_assert_int_gt(searched, 6); /* the heuristics alone left most of them above the bound */
+}
+END_TEST
+
 /* Buffers over the whole horizon (parameters, optimizer state) are stacked at
  * the bottom and the rest assigned above them: still the brute-force optimum,
  * the bound still counts them, and each stacked buffer lies below every other. */
@@ -406,6 +440,7 @@ int main(void)
     tcase_add_test(tc, test_omnimalloc_small);
     tcase_add_test(tc, test_random_instances);
     tcase_add_test(tc, test_search_matches_brute_force);
+    tcase_add_test(tc, test_node_limit_reproducible);
     tcase_add_test(tc, test_whole_horizon_stacked);
     tcase_add_test(tc, test_large_instance);
     tcase_add_test(tc, test_training_step);
