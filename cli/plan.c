@@ -30,9 +30,10 @@ enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 #define BATCH_MAX_CAP (INT64_C(1) << 20)
 #define LEAST_PEAK_MIN_SECONDS 1.5
 #define ANY_BOUND_SECONDS 0.2 /* for the bound on every plan: it is only a report */
-/* The placements an exit-3 line states, and the fallbacks that place them again, search for this many nodes
- * times buffers rather than for a time, so that a budget the line states is met given back on a loaded machine */
-#define STATED_ARENA_WORK INT64_C(400000000) /* about 1 s of search (buffers visited; docs/memory.md) */
+/* The placements an exit-3 line states, and the fallbacks that place them again, search for this much work
+ * (buffers visited, about 1 s here; docs/memory.md) rather than for a time, so that a budget the line states
+ * is met given back on a loaded machine */
+#define STATED_ARENA_WORK INT64_C(400000000)
 
 static double mib(int64_t b) { return b / (1024.0 * 1024.0); }
 
