@@ -457,8 +457,25 @@ static int report_infeasible(plan *p, const char *why)
     return MP_EXIT_INFEASIBLE;
 }
 
-/* The ILP's plan: solved, emitted, recounted. A solve that finds nothing in
- * time is retried from the least-peak plan, which is itself a plan when it fits. */
+/* Emits the ILP's plan p->rp and recounts it. */
+static int emit_ilp_plan(plan *p, bool *fits)
+{
+    mp_err err = {{0}};
+    if (mp_rplan_emit(&p->sp, &p->rp, &p->order, &err) || mp_rsched_count(&p->rg, &p->order, &p->count, &err)) {
+        mp_cli_model_error(p->source, err.msg);
+        return -1;
+    }
+    if (p->count.peak_bytes > p->target) {
+        mp_cli_model_error(p->source, "the solver's plan recounts above the usable budget: refusing it (a bug: "
+                           "please report it)");
+        return -1;
+    }
+    *fits = true;
+    return 0;
+}
+
+/* The ILP's plan: solved, emitted, recounted. A space proven empty leaves
+ * the plan to a baseline's order, or to rescue_least_peak when none fits. */
 static int plan_ilp(plan *p, bool *fits)
 {
     mp_err err = {{0}};
@@ -474,32 +491,32 @@ static int plan_ilp(plan *p, bool *fits)
     p->solved = true;
     p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
     if (p->info.status == MP_RSOLVE_INFEASIBLE) {
-        if (least_peak(p, &err)) goto fail;
-        if (p->least_peak > p->target) { /* a baseline's order may still fit */
-            p->status = "infeasible";
-            return 0;
-        }
-        mp_rsolve_opts warm = solve_opts(p, &p->least);
+        p->status = "infeasible";
+        return 0;
+    }
+    return emit_ilp_plan(p, fits);
+}
+
+/* When the space was proven empty and no baseline fits: GLPK's proof holds
+ * within its tolerances, so the least-peak plan, searched for the exit-3
+ * line anyway, is tried; when it fits, a solve warm-started from it, or
+ * itself. */
+static int rescue_least_peak(plan *p, bool *fits)
+{
+    mp_err err = {{0}};
+    if (least_peak(p, &err)) goto fail;
+    if (p->least_peak > p->target) return 0;
+    mp_rsolve_opts warm = solve_opts(p, &p->least);
+    mp_rplan_free(&p->rp);
+    if (mp_remat_solve(&p->sp, p->target, &warm, &p->rp, &p->info, &err) || p->info.status == MP_RSOLVE_INFEASIBLE) {
         mp_rplan_free(&p->rp);
-        if (mp_remat_solve(&p->sp, p->target, &warm, &p->rp, &p->info, &err) ||
-            p->info.status == MP_RSOLVE_INFEASIBLE) {
-            mp_rplan_free(&p->rp);
-            if (mp_rplan_init(&p->sp, &p->rp, &err)) goto fail; /* the least-peak plan fits: use it */
-            memcpy(p->rp.choice, p->least.choice, (size_t)p->sp.ndrop * sizeof *p->rp.choice);
-            p->status = "min-peak";
-        } else {
-            p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
-        }
+        if (mp_rplan_init(&p->sp, &p->rp, &err)) goto fail; /* the least-peak plan fits: use it */
+        memcpy(p->rp.choice, p->least.choice, (size_t)p->sp.ndrop * sizeof *p->rp.choice);
+        p->status = "min-peak";
+    } else {
+        p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
     }
-    if (mp_rplan_emit(&p->sp, &p->rp, &p->order, &err) || mp_rsched_count(&p->rg, &p->order, &p->count, &err))
-        goto fail;
-    if (p->count.peak_bytes > p->target) {
-        mp_cli_model_error(p->source, "the solver's plan recounts above the usable budget: refusing it (a bug: "
-                           "please report it)");
-        return -1;
-    }
-    *fits = true;
-    return 0;
+    return emit_ilp_plan(p, fits);
 fail:
     mp_cli_model_error(p->source, err.msg);
     return -1;
@@ -590,6 +607,7 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
     p->order_from = -1;
     if (p->strategy == STRATEGY_ILP) {
         if (plan_ilp(p, &fits) || use_cheaper_baseline(p, &fits)) return MP_EXIT_USAGE;
+        if (!fits && ilp_space_empty(p) && rescue_least_peak(p, &fits)) return MP_EXIT_USAGE;
         if (!fits && p->ilp_failed[0]) /* nothing found in time: say what is proven about the budget */
             return quiet ? MP_EXIT_INFEASIBLE : report_infeasible(p, "cannot be met by any plan found within the time limit");
     } else {
@@ -1012,6 +1030,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
     po.arena_work = STATED_ARENA_WORK;
     mp_rsched best = {0};
     mp_rcount best_c = {0};
+    mp_plan_info best_info = {0};
     int best_from = -1;
     int64_t targets[2] = {p->usable, p->usable - p->slack};
     for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++)
@@ -1028,9 +1047,12 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
                 continue;
             }
             if (best_from >= 0) mp_rsched_free(&best);
-            best = s, best_c = c, best_from = b;
+            best = s, best_c = c, best_info = info, best_from = b;
         }
-    if (best_from >= 0) return adopt_order(p, &best, &best_c, best_from);
+    if (best_from >= 0) {
+        p->arena = best_info;
+        return adopt_order(p, &best, &best_c, best_from);
+    }
     if (least_peak(p, &err)) return false;
     for (int k = 0; k < 3; k++) {
         mp_rsched s = {0};
@@ -1043,6 +1065,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
             mp_rsched_free(&s);
             continue;
         }
+        p->arena = info;
         if (!adopt_order(p, &s, &c, from)) return false;
         if (k == 0) p->status = "min-peak";
         return true;
@@ -1092,6 +1115,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         if (!rc && p->arena.arena_bytes <= p->usable) return MP_EXIT_OK;
         if (round == 3) {
             if (!adopted && adopt_placed_order(p, o)) {
+                if (!o->out_dir) return MP_EXIT_OK; /* measured as it would be placed: the same, by its work */
                 adopted = true, round = 2; /* place and write it */
                 continue;
             }
@@ -1106,6 +1130,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         forget_solution(p);
         rc = plan_graph(p, true, true);
         if (rc == MP_EXIT_INFEASIBLE && !adopted && adopt_placed_order(p, o)) {
+            if (!o->out_dir) return MP_EXIT_OK;
             adopted = true, round = 2;
             continue;
         }
