@@ -1003,12 +1003,13 @@ static void forget_solution(plan *p)
     p->ilp_failed[0] = 0;
 }
 
-/* Takes order s (recounted as c, from as plan.order_from) as the plan. */
-static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, int from)
+/* Takes order s (recounted as c, placed as `placed`, from as plan.order_from) as the plan. */
+static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan_info *placed, int from)
 {
     forget_solution(p);
     p->order = *s;
     p->count = *c;
+    p->arena = *placed;
     p->order_from = from;
     p->placed_fallback = true;
     return mark_recomputed(p) == 0;
@@ -1049,10 +1050,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
             if (best_from >= 0) mp_rsched_free(&best);
             best = s, best_c = c, best_info = info, best_from = b;
         }
-    if (best_from >= 0) {
-        p->arena = best_info;
-        return adopt_order(p, &best, &best_c, best_from);
-    }
+    if (best_from >= 0) return adopt_order(p, &best, &best_c, &best_info, best_from);
     if (least_peak(p, &err)) return false;
     for (int k = 0; k < 3; k++) {
         mp_rsched s = {0};
@@ -1065,8 +1063,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
             mp_rsched_free(&s);
             continue;
         }
-        p->arena = info;
-        if (!adopt_order(p, &s, &c, from)) return false;
+        if (!adopt_order(p, &s, &c, &info, from)) return false;
         if (k == 0) p->status = "min-peak";
         return true;
     }
@@ -1096,6 +1093,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
     }
     bool adopted = false;
     for (int round = 0;; round++) {
+        if (adopted && !o->out_dir) return MP_EXIT_OK; /* placed by its fixed work when measured: the same again */
         mp_plan_opts po;
         plan_opts_of(p, o, &po);
         po.arena_seconds = round == 1 ? 2.0 : 1.0; /* over at first: search the same order longer */
@@ -1115,8 +1113,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         if (!rc && p->arena.arena_bytes <= p->usable) return MP_EXIT_OK;
         if (round == 3) {
             if (!adopted && adopt_placed_order(p, o)) {
-                if (!o->out_dir) return MP_EXIT_OK; /* measured as it would be placed: the same, by its work */
-                adopted = true, round = 2; /* place and write it */
+                adopted = true, round = 2; /* write it */
                 continue;
             }
             int64_t over = p->arena.arena_bytes - p->arena.lower_bound;
@@ -1130,7 +1127,6 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         forget_solution(p);
         rc = plan_graph(p, true, true);
         if (rc == MP_EXIT_INFEASIBLE && !adopted && adopt_placed_order(p, o)) {
-            if (!o->out_dir) return MP_EXIT_OK;
             adopted = true, round = 2;
             continue;
         }

@@ -680,9 +680,8 @@ static void search_place(search *s, int32_t b, int64_t at)
         for (int32_t x = s->slo[c]; x < s->shi[c]; x++)
             if (was <= s->floor_[x] && s->stamp[x] != s->stampc) s->stamp[x] = s->stampc, s->affected[na++] = x;
     }
-    for (int32_t x = s->slo[b]; x < s->shi[b]; x++) /* b may have been the lowest of its sections */
-        if (s->stamp[x] != s->stampc) s->stamp[x] = s->stampc, s->affected[na++] = x;
     for (int32_t x = s->slo[b]; x < s->shi[b]; x++) {
+        if (s->stamp[x] != s->stampc) s->stamp[x] = s->stampc, s->affected[na++] = x; /* b may have been its lowest */
         /* swap b's entry with the section's last unplaced one (undone in LIFO order: just count it back) */
         int32_t *pb = &s->pos[s->pos_at[b] + x - s->slo[b]], last = s->sm_at[x] + --s->nun[x], c = s->sm[last];
         s->sm[*pb] = c;
