@@ -1075,6 +1075,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
  * still fragment: then the plan is made again for a budget lower by the
  * excess (at least by what the placement added to the live bytes), until the
  * arena fits the usable budget (a few rounds at most). */
+#define LAST_ROUND 2 /* placements of the ILP's plans: the first, then two made for a lower budget */
 static int fit_arena(plan *p, const mp_cli_opts *o)
 {
     if (!p->onnx || !plan_recordable(o)) {
@@ -1096,7 +1097,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         if (adopted && !o->out_dir) return MP_EXIT_OK; /* placed by its fixed work when measured: the same again */
         mp_plan_opts po;
         plan_opts_of(p, o, &po);
-        po.arena_seconds = round == 1 ? 2.0 : 1.0; /* over at first: search the same order longer */
+        po.arena_seconds = round == 0 ? 2.0 : 1.0; /* most plans place at once; one that does not gets 2 s first */
         mp_err err = {{0}};
         memset(&p->arena, 0, sizeof p->arena);
         int rc = o->out_dir ? mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->usable, true, &p->arena, &err)
@@ -1111,23 +1112,22 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
             return MP_EXIT_OK;
         }
         if (!rc && p->arena.arena_bytes <= p->usable) return MP_EXIT_OK;
-        if (round == 3) {
+        if (round == LAST_ROUND) {
             if (!adopted && adopt_placed_order(p, o)) {
-                adopted = true, round = 2; /* write it */
+                adopted = true, round = LAST_ROUND - 1; /* write it */
                 continue;
             }
             int64_t over = p->arena.arena_bytes - p->arena.lower_bound;
             if (over > p->slack) p->slack = over;
             return report_infeasible(p, "cannot be met: the arena's placement fragments past it");
         }
-        if (round == 0) continue;
         /* at least what the placement added to the live bytes: a plan that lowers only its peak keeps that */
         int64_t over = p->slack + p->arena.arena_bytes - p->usable, frag = p->arena.arena_bytes - p->arena.lower_bound;
         p->slack = (over > frag ? over : frag) + mp_arena_defaults().alignment;
         forget_solution(p);
         rc = plan_graph(p, true, true);
         if (rc == MP_EXIT_INFEASIBLE && !adopted && adopt_placed_order(p, o)) {
-            adopted = true, round = 2;
+            adopted = true, round = LAST_ROUND - 1;
             continue;
         }
         if (rc == MP_EXIT_INFEASIBLE) return report_infeasible(p, "cannot be met: the arena's placement fragments past it");

@@ -2,6 +2,7 @@
  * (load sweep and time-disjoint parts), the two greedy placements, then the
  * branch and bound on the parts that keep the arena above the bound.
  * Sizes and offsets are held in units of the alignment throughout. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -841,9 +842,11 @@ static int search_part(const inst *in, int32_t k, int64_t cap, double deadline, 
  * parts above its capacity. Capacities step by g, the gcd of the sizes
  * (canonical arenas are sums of sizes). A target just above the bound is far
  * easier to reach than the bound, and the bisection's first probes may stay
- * above it. An arena that fits the target and is within 1 % of the bound ends
- * the search: the caller has what it needs, and the rest of the time would
- * buy less than 1 %. */
+ * above it; a target missed in time skips the bound (lower, so no easier) for
+ * the bisection, which then finds the arena nearest it it can. Once the
+ * target is met the search ends by half the time limit, and an arena that
+ * fits the target within 1 % of the bound ends it at once: the caller has
+ * what it needs, and the rest of the time would buy less than 1 %. */
 /* An arena of hi units fits the caller's target (0: none) within 1 % of the bound. */
 static bool target_met(int64_t target, int64_t hi, int64_t bound)
 {
@@ -860,9 +863,12 @@ static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound
     int64_t target = o->target > 0 ? o->target / o->alignment / g * g : 0;
     bool first_target = target > lo && target < hi;
     bool counted = o->node_limit > 0 || o->work_limit > 0; /* then it is spent in vain at the bound: start halfway */
+    bool target_missed = false; /* the bound, lower still, is out of reach too: bisect above it */
+    bool met = false; /* the caller has what it needs: the rest of half the time buys a smaller arena */
+    if (target && hi <= target) met = true, end = fmin(end, t0 + o->time_limit / 2);
     for (int probe = 0; lo < hi && !target_met(target, hi, bound) && now() < end && spend.nodes > 0 && spend.work > 0;
          probe++) {
-        bool at_bound = probe <= first_target && !counted;
+        bool at_bound = probe <= first_target && !counted && !target_missed;
         int64_t cap = probe == 0 && first_target ? target : at_bound ? lo : lo + ((hi - lo) / g / 2) * g;
         double left = end - now();
         double deadline = now() + (left > 0.002 ? left / 2 : left);
@@ -879,6 +885,8 @@ static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound
         if (rc == FOUND) hi = arena_units(in, off, 0, in->n);
         else if (rc == INFEASIBLE) lo = proven = cap + g; /* and so is every smaller cap */
         else if (cap != target) lo = cap + g; /* a target out of reach in time leaves the bisection below it */
+        else target_missed = true;
+        if (target && hi <= target && !met) met = true, end = fmin(end, t0 + o->time_limit / 2);
     }
     r->optimal = hi <= proven;
 }

@@ -59,8 +59,9 @@ typedef struct mp_arena_opts {
                                  * is the same on every run: with it (or node_limit) an instance is placed alike
                                  * under any load */
     int32_t search_max_buffers; /* time-disjoint parts with more buffers are not searched (default 3000) */
-    int64_t target;             /* an arena the caller needs, bytes (0: none): the search tries it first, and
-                                 * stops once it fits it within 1 % of the bound */
+    int64_t target;             /* an arena the caller needs, bytes (0: none): the search tries it first, stops
+                                 * once it fits it within 1 % of the bound, and by half of time_limit once it
+                                 * fits it at all */
 } mp_arena_opts;
 
 mp_arena_opts mp_arena_defaults(void);
