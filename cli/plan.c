@@ -1121,9 +1121,12 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
             if (over > p->slack) p->slack = over;
             return report_infeasible(p, "cannot be met: the arena's placement fragments past it");
         }
-        /* at least what the placement added to the live bytes: a plan that lowers only its peak keeps that */
+        /* at least what the placement added to the live bytes: a plan that lowers only its peak keeps that;
+         * after a second miss twice the last margin, since plans that evict more tend to fragment more */
         int64_t over = p->slack + p->arena.arena_bytes - p->usable, frag = p->arena.arena_bytes - p->arena.lower_bound;
-        p->slack = (over > frag ? over : frag) + mp_arena_defaults().alignment;
+        int64_t need = over > frag ? over : frag;
+        if (need < 2 * p->slack) need = 2 * p->slack;
+        p->slack = need + mp_arena_defaults().alignment;
         forget_solution(p);
         rc = plan_graph(p, true, true);
         if (rc == MP_EXIT_INFEASIBLE && !adopted && adopt_placed_order(p, o)) {
