@@ -843,10 +843,10 @@ static int search_part(const inst *in, int32_t k, int64_t cap, double deadline, 
  * (canonical arenas are sums of sizes). A target just above the bound is far
  * easier to reach than the bound, and the bisection's first probes may stay
  * above it; a target missed in time skips the bound (lower, so no easier) for
- * the bisection, which then finds the arena nearest it it can. Once the
- * target is met the search ends by half the time limit, and an arena that
- * fits the target within 1 % of the bound ends it at once: the caller has
- * what it needs, and the rest of the time would buy less than 1 %. */
+ * the bisection, which then finds the smallest arena above it that it can.
+ * Once the target is met the search ends by half the time limit, and an
+ * arena that fits the target within 1 % of the bound ends it at once: the
+ * caller has what it needs, and the rest of the time would buy less than 1 %. */
 /* An arena of hi units fits the caller's target (0: none) within 1 % of the bound. */
 static bool target_met(int64_t target, int64_t hi, int64_t bound)
 {
@@ -864,8 +864,7 @@ static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound
     bool first_target = target > lo && target < hi;
     bool counted = o->node_limit > 0 || o->work_limit > 0; /* then it is spent in vain at the bound: start halfway */
     bool target_missed = false; /* the bound, lower still, is out of reach too: bisect above it */
-    bool met = false; /* the caller has what it needs: the rest of half the time buys a smaller arena */
-    if (target && hi <= target) met = true, end = fmin(end, t0 + o->time_limit / 2);
+    if (target && hi <= target) end = fmin(end, t0 + o->time_limit / 2); /* met: the rest buys a smaller arena */
     for (int probe = 0; lo < hi && !target_met(target, hi, bound) && now() < end && spend.nodes > 0 && spend.work > 0;
          probe++) {
         bool at_bound = probe <= first_target && !counted && !target_missed;
@@ -886,7 +885,7 @@ static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound
         else if (rc == INFEASIBLE) lo = proven = cap + g; /* and so is every smaller cap */
         else if (cap != target) lo = cap + g; /* a target out of reach in time leaves the bisection below it */
         else target_missed = true;
-        if (target && hi <= target && !met) met = true, end = fmin(end, t0 + o->time_limit / 2);
+        if (target && hi <= target) end = fmin(end, t0 + o->time_limit / 2);
     }
     r->optimal = hi <= proven;
 }
