@@ -1112,29 +1112,27 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
             return MP_EXIT_OK;
         }
         if (!rc && p->arena.arena_bytes <= p->usable) return MP_EXIT_OK;
-        if (round == LAST_ROUND) {
-            if (!adopted && adopt_placed_order(p, o)) {
-                adopted = true, round = LAST_ROUND - 1; /* write it */
-                continue;
-            }
-            int64_t over = p->arena.arena_bytes - p->arena.lower_bound;
-            if (over > p->slack) p->slack = over;
-            return report_infeasible(p, "cannot be met: the arena's placement fragments past it");
+        if (round < LAST_ROUND) {
+            /* at least what the placement added to the live bytes: a plan that lowers only its peak keeps that;
+             * after a second miss twice the last margin, since plans that evict more tend to fragment more */
+            int64_t over = p->slack + p->arena.arena_bytes - p->usable;
+            int64_t need = p->arena.arena_bytes - p->arena.lower_bound;
+            if (need < over) need = over;
+            if (need < 2 * p->slack) need = 2 * p->slack;
+            p->slack = need + mp_arena_defaults().alignment;
+            forget_solution(p);
+            rc = plan_graph(p, true, true);
+            if (rc == MP_EXIT_OK) continue;
+            if (rc != MP_EXIT_INFEASIBLE) return rc;
         }
-        /* at least what the placement added to the live bytes: a plan that lowers only its peak keeps that;
-         * after a second miss twice the last margin, since plans that evict more tend to fragment more */
-        int64_t over = p->slack + p->arena.arena_bytes - p->usable, frag = p->arena.arena_bytes - p->arena.lower_bound;
-        int64_t need = over > frag ? over : frag;
-        if (need < 2 * p->slack) need = 2 * p->slack;
-        p->slack = need + mp_arena_defaults().alignment;
-        forget_solution(p);
-        rc = plan_graph(p, true, true);
-        if (rc == MP_EXIT_INFEASIBLE && !adopted && adopt_placed_order(p, o)) {
-            adopted = true, round = LAST_ROUND - 1;
+        /* the ILP's plans kept fragmenting, or none is left for the lower budget */
+        if (!adopted && adopt_placed_order(p, o)) {
+            adopted = true, round = LAST_ROUND - 1; /* write it */
             continue;
         }
-        if (rc == MP_EXIT_INFEASIBLE) return report_infeasible(p, "cannot be met: the arena's placement fragments past it");
-        if (rc != MP_EXIT_OK) return rc;
+        int64_t frag = p->arena.arena_bytes - p->arena.lower_bound;
+        if (frag > p->slack) p->slack = frag;
+        return report_infeasible(p, "cannot be met: the arena's placement fragments past it");
     }
 }
 
