@@ -17,6 +17,8 @@
  *   - by size: largest buffers first, each into the smallest gap that fits
  *     between the already placed buffers it conflicts with (TFLite, ggml);
  *   - by start: in order of lifetime start, each into the lowest gap (first fit);
+ *   - by contention: size classes largest first, within a class the buffers
+ *     crossing the busiest instants first, each into the lowest gap;
  *   - search: when the best heuristic exceeds the bound, a depth-first
  *     branch and bound in the style of MiniMalloc (Moffitt, ASPLOS 2023) over
  *     canonical solutions (each buffer at 0 or on top of another), placing
@@ -44,11 +46,12 @@ typedef struct mp_arena_buf {
 typedef enum mp_arena_method {
     MP_ARENA_BY_SIZE = 0,
     MP_ARENA_BY_START,
+    MP_ARENA_BY_CONTENTION,
     MP_ARENA_SEARCH,
     MP_ARENA_METHOD_COUNT
 } mp_arena_method;
 
-/* "by-size", "by-start", "search" */
+/* "by-size", "by-start", "by-contention", "search" */
 extern const char *const mp_arena_method_names[MP_ARENA_METHOD_COUNT];
 
 typedef struct mp_arena_opts {
