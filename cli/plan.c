@@ -30,10 +30,10 @@ enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 #define BATCH_MAX_CAP (INT64_C(1) << 20)
 #define LEAST_PEAK_MIN_SECONDS 1.5
 #define ANY_BOUND_SECONDS 0.2 /* for the bound on every plan: it is only a report */
-/* The placements an exit-3 line states, and the fallbacks that place them again, search for this much work
- * (buffers visited, about 1 s here; docs/memory.md) rather than for a time, so that a budget the line states
- * is met given back on a loaded machine */
-#define STATED_ARENA_WORK INT64_C(400000000)
+/* Every placement searches for this much work (buffers visited, about 1 s here; docs/memory.md) rather than
+ * for a time, so that an order is placed alike on any load: the plan given does not depend on the machine's
+ * load, and a budget an exit-3 line states is met given back */
+#define ARENA_WORK INT64_C(400000000)
 
 static double mib(int64_t b) { return b / (1024.0 * 1024.0); }
 
@@ -184,7 +184,7 @@ typedef struct plan {
     int64_t budget, reserve, usable;
     int64_t slack;              /* bytes kept below usable for the arena's fragmentation (fit_arena) */
     int64_t best_arena;         /* the smallest arena placed for an order the exit-3 line names (0: none), by
-                                   STATED_ARENA_WORK: a budget proven feasible, met again when given back */
+                                   ARENA_WORK: a budget proven feasible, met again when given back */
     int64_t target;             /* what the plan's counted peak must fit: usable - slack */
     mp_plan_info arena;         /* the plan's arena (a model's plan only) */
     char out_failed[sizeof(mp_err) + 300]; /* -o failed after the arena fit: reported after the table */
@@ -400,7 +400,6 @@ static int report_infeasible(plan *p, const char *why)
         mp_plan_info info = {0};
         plan_opts_of(p, p->o, &po);
         po.arena_target = 0; /* as adopt_placed_order places these orders again */
-        po.arena_work = STATED_ARENA_WORK;
         if (mp_plan_measure(p->o->model, &po, &o, &info, &err) == 0 && info.arena_bytes > min_peak) {
             if (!p->best_arena || info.arena_bytes < p->best_arena) p->best_arena = info.arena_bytes;
             if (info.arena_bytes - min_peak > p->slack) p->slack = info.arena_bytes - min_peak;
@@ -988,7 +987,7 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     po->budget_bytes = p->budget;
     po->reserve_bytes = p->reserve;
     po->arena_target = p->placed_fallback ? 0 : p->usable; /* a fallback is placed as it was measured */
-    po->arena_work = p->placed_fallback ? STATED_ARENA_WORK : 0;
+    po->arena_work = ARENA_WORK;
 }
 
 /* Forgets the plan found for p->target, so that plan_graph can plan again. */
@@ -1028,7 +1027,6 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
     mp_plan_opts po;
     plan_opts_of(p, o, &po);
     po.arena_target = 0; /* the exit-3 line's placements, so that a budget it states is met given back */
-    po.arena_work = STATED_ARENA_WORK;
     mp_rsched best = {0};
     mp_rcount best_c = {0};
     mp_plan_info best_info = {0};
@@ -1097,7 +1095,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         if (adopted && !o->out_dir) return MP_EXIT_OK; /* placed by its fixed work when measured: the same again */
         mp_plan_opts po;
         plan_opts_of(p, o, &po);
-        po.arena_seconds = round == 0 ? 2.0 : 1.0; /* most plans place at once; one that does not gets 2 s first */
+        if (round > 0 && !p->placed_fallback) po.arena_work /= 2; /* a plan made again, with room to place */
         mp_err err = {{0}};
         memset(&p->arena, 0, sizeof p->arena);
         int rc = o->out_dir ? mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->usable, true, &p->arena, &err)
