@@ -202,6 +202,7 @@ typedef struct plan {
     bool solved;                /* info holds a solver run */
     const char *status;         /* "optimal", "feasible", "baseline", "min-peak" */
     int order_from;             /* -1: the ILP's plan; else the baseline whose order was cheaper */
+    int32_t pruned;             /* entries of that baseline's order removed by mp_rsched_prune */
     bool placed_fallback;       /* the order was taken because its arena fits where the ILP's plans fragmented */
     bool have_least;            /* the least-peak search ran (it is slow: once per plan) */
     int64_t least_peak, least_lower;
@@ -544,17 +545,19 @@ static int mark_recomputed(plan *p)
 }
 
 /* The ILP is optimal over its decision space (docs/ilp.md), which does not
- * hold every order: a baseline's order (all, sqrt, greedy), recounted, that
- * fits and costs less replaces the ILP's plan, so the order given is never
- * worse than the baselines shown next to it. */
+ * hold every order: a baseline's order (all, sqrt, greedy), rid of the
+ * recomputations this budget does not need (mp_rsched_prune) and recounted,
+ * that fits and costs less replaces the ILP's plan, so the order given is
+ * never worse than the baselines shown next to it. */
 static int use_cheaper_baseline(plan *p, bool *fits)
 {
     mp_err err = {{0}};
     for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) {
         mp_rsched s;
         mp_rcount c;
+        int32_t pruned = 0;
         if (mp_remat_baseline(&p->rg, (mp_rbaseline)b, p->target, &s, &err)) continue; /* greedy: no fit */
-        if (mp_rsched_count(&p->rg, &s, &c, &err)) {
+        if (mp_rsched_prune(&p->rg, &s, p->target, &pruned, &err) || mp_rsched_count(&p->rg, &s, &c, &err)) {
             mp_rsched_free(&s);
             mp_cli_model_error(p->source, err.msg);
             return -1;
@@ -564,6 +567,7 @@ static int use_cheaper_baseline(plan *p, bool *fits)
             p->order = s;
             p->count = c;
             p->order_from = b;
+            p->pruned = pruned;
             *fits = true;
         } else {
             mp_rsched_free(&s);
@@ -604,6 +608,7 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
         return report_infeasible(p, "leaves nothing after the reserve");
     }
     p->order_from = -1;
+    p->pruned = 0;
     if (p->strategy == STRATEGY_ILP) {
         if (plan_ilp(p, &fits) || use_cheaper_baseline(p, &fits)) return MP_EXIT_USAGE;
         if (!fits && ilp_space_empty(p) && rescue_least_peak(p, &fits)) return MP_EXIT_USAGE;
@@ -684,6 +689,9 @@ static const char *fits_str(const plan *p, const baseline_row *r)
 
 static void print_plan_text(FILE *f, const plan *p)
 {
+    char pruned[96] = "";
+    if (p->pruned)
+        snprintf(pruned, sizeof pruned, " (less %d recomputations this budget does not need)", (int)p->pruned);
     if (p->batch_max) {
         fprintf(f, "%-18s%lld with recomputation (overhead %.2f %%), %lld without%s\n", "largest batch",
                 (long long)p->batch, overhead_pct(p, p->count.recompute_cost), (long long)p->batch_plain,
@@ -699,8 +707,8 @@ static void print_plan_text(FILE *f, const plan *p)
                 "strategy", mp_cli_strategy_names[p->strategy],
                 p->order_from >= 0 ? mp_rbaseline_names[p->order_from] : "the least-peak plan");
     else if (p->order_from >= 0)
-        fprintf(f, "%-18s%s: %s's order %s, so it is the one given\n", "strategy", mp_cli_strategy_names[p->strategy],
-                mp_rbaseline_names[p->order_from],
+        fprintf(f, "%-18s%s: %s's order%s %s, so it is the one given\n", "strategy", mp_cli_strategy_names[p->strategy],
+                mp_rbaseline_names[p->order_from], pruned,
                 !p->solved        ? "is cheaper than the ILP's plan (the ILP found none in time)"
                 : ilp_space_empty(p) ? "fits where the ILP's decision space has no plan"
                                      : "is cheaper than the ILP's plan");
@@ -800,6 +808,8 @@ static void plan_json(mp_json *j, const void *ctx)
     mp_json_str(j, mp_cli_strategy_names[p->strategy]);
     mp_json_key(j, "order_from"); /* "ilp", or the baseline whose order was cheaper */
     mp_json_str(j, p->order_from >= 0 ? mp_rbaseline_names[p->order_from] : mp_cli_strategy_names[p->strategy]);
+    mp_json_key(j, "pruned_recomputations"); /* of that baseline's order: those the budget does not need */
+    mp_json_int(j, p->pruned);
     mp_json_key(j, "peak_bytes");
     mp_json_int(j, p->count.peak_bytes);
     mp_json_key(j, "store_everything_peak_bytes");
@@ -1010,6 +1020,7 @@ static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan
     p->count = *c;
     p->arena = *placed;
     p->order_from = from;
+    p->pruned = 0;
     p->placed_fallback = true;
     return mark_recomputed(p) == 0;
 }

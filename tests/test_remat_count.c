@@ -6,6 +6,7 @@
  * graphs and on the Checkmate training graphs of ../shared/remat-graphs. */
 #include <check.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -720,6 +721,140 @@ START_TEST(test_baselines_checkmate)
 }
 END_TEST
 
+/* ---- pruning (remat_prune.c) ---------------------------------------------------- */
+
+/* Prunes the baseline's order for budget and checks what mp_rsched_prune
+ * promises: the order still runs within the budget, costs no more (less by
+ * exactly the recomputations removed), keeps every node's first run and the
+ * order of what stays, and reruns only what the baseline reran. Returns the
+ * recomputations removed; -1 when the baseline does not fit. */
+static int prune_checked(const mp_rgraph *rg, mp_rbaseline b, int64_t budget)
+{
+    mp_err err = {{0}};
+    mp_rsched s, before;
+    if (mp_remat_baseline(rg, b, budget, &s, &err)) return -1;
+    mp_rcount c0 = count_ok(rg, &s);
+    if (c0.peak_bytes > budget) {
+        mp_rsched_free(&s);
+        return -1;
+    }
+    ck_assert(!mp_remat_baseline(rg, b, budget, &before, &err));
+    int32_t removed = -1;
+    ck_assert_msg(mp_rsched_prune(rg, &s, budget, &removed, &err) == 0, "%s", err.msg);
+    mp_rcount c1 = count_ok(rg, &s);
+    ck_assert_int_le(c1.peak_bytes, budget);
+    ck_assert_int_eq(s.n + removed, before.n);
+    double gone = 0;
+    int32_t k = 0; /* s is a subsequence of before, dropping recomputations only */
+    for (int32_t e = 0; e < before.n; e++) {
+        if (k < s.n && s.node[k] == before.node[e] && s.recompute[k] == before.recompute[e]) {
+            k++;
+            continue;
+        }
+        ck_assert_msg(before.recompute[e], "entry %d, a first run of '%s', was removed", e,
+                      rg->node_name[before.node[e]]);
+        gone += rg->cost[before.node[e]];
+    }
+    ck_assert_int_eq(k, s.n);
+    ck_assert(fabs(c0.recompute_cost - gone - c1.recompute_cost) <= 1e-9 * (1 + c0.recompute_cost));
+    mp_rsched_free(&s);
+    mp_rsched_free(&before);
+    return removed;
+}
+
+/* all's order on the block chain recomputes a_1..a_24 whatever the budget:
+ * at the store-everything peak every recomputation goes, at all's own peak
+ * not all, and in between more budget lets more go. */
+START_TEST(test_prune_block_chain)
+{
+    mp_rgraph rg;
+    block_chain(&rg, 25, 1000, 10);
+    mp_rcount none = baseline(&rg, MP_RBASE_NONE, 0), all = baseline(&rg, MP_RBASE_ALL, 0);
+    ck_assert_int_eq(prune_checked(&rg, MP_RBASE_ALL, none.peak_bytes), 24);
+    ck_assert_int_lt(prune_checked(&rg, MP_RBASE_ALL, all.peak_bytes), 24);
+    int last = 0;
+    for (int k = 1; k <= 24; k++) {
+        int removed = prune_checked(&rg, MP_RBASE_ALL, all.peak_bytes + k * 1000);
+        ck_assert_int_ge(removed, last);
+        ck_assert_int_le(removed, 24);
+        last = removed;
+    }
+    ck_assert_int_ge(prune_checked(&rg, MP_RBASE_ALL, all.peak_bytes + 3000), 2);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* x(10, resident); f0: a(100) = f(x); f1: c(100) = f(a); f2: d(100) = f(c);
+ * f3: e(10) = f(d); b3: g3(10) = f(e, d); b2: g2(10) = f(g3, c); b1: g1
+ * (kept) = f(g2, x). The order f0 f1 f2 f3 b3 [f0 f1] b2 b1 brings c back for
+ * b2 (peak 220, at c's rerun); a's rerun only feeds c's. Keeping c instead
+ * peaks at 230 (b3: x, c, d, e, g3), so at 230 c's rerun goes, and a's with
+ * it, unread; at 220 neither can (keeping a instead peaks at 310, f2). */
+START_TEST(test_prune_unread_chain)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t x = tg_value(&rg, 10), a = tg_value(&rg, 100), c = tg_value(&rg, 100), d = tg_value(&rg, 100);
+    int32_t e = tg_value(&rg, 10), g3 = tg_value(&rg, 10), g2 = tg_value(&rg, 10), g1 = tg_value(&rg, 10);
+    rg.keep_to_end[g1] = 1;
+    tg_node(&rg, "f0", 1, true, 1, &x, 1, &a);
+    tg_node(&rg, "f1", 5, true, 1, &a, 1, &c);
+    tg_node(&rg, "f2", 1, true, 1, &c, 1, &d);
+    tg_node(&rg, "f3", 1, true, 1, &d, 1, &e);
+    tg_node(&rg, "b3", 1, false, 2, (int32_t[]){e, d}, 1, &g3);
+    tg_node(&rg, "b2", 1, false, 2, (int32_t[]){g3, c}, 1, &g2);
+    tg_node(&rg, "b1", 1, false, 2, (int32_t[]){g2, x}, 1, &g1);
+    const int32_t given[] = {0, 1, 2, 3, 4, ~0, ~1, 5, 6};
+    mp_rsched s = order_of(9, given);
+    mp_rcount c0 = count_ok(&rg, &s);
+    ck_assert_int_eq(c0.peak_bytes, 220);
+    ck_assert_double_eq(c0.recompute_cost, 6);
+    mp_err err = {{0}};
+    int32_t removed = -1;
+    ck_assert(!mp_rsched_prune(&rg, &s, 220, &removed, &err));
+    ck_assert_int_eq(removed, 0);
+    ck_assert_int_eq(s.n, 9);
+    ck_assert(!mp_rsched_prune(&rg, &s, 230, &removed, &err));
+    ck_assert_int_eq(removed, 2);
+    ck_assert_int_eq(s.n, 7);
+    mp_rcount c1 = count_ok(&rg, &s);
+    ck_assert_int_eq(c1.peak_bytes, 230);
+    ck_assert_double_eq(c1.recompute_cost, 0);
+    mp_rsched_free(&s);
+    /* an order above the budget is left as it is */
+    s = order_of(9, given);
+    ck_assert(!mp_rsched_prune(&rg, &s, 200, &removed, &err));
+    ck_assert_int_eq(removed, 0);
+    ck_assert_int_eq(s.n, 9);
+    mp_rsched_free(&s);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* Every baseline's order on random training graphs and on Checkmate's, at
+ * 0.5 .. 1.0 of the store-everything peak: the promises of prune_checked
+ * hold, and all's and sqrt's orders lose recomputations where the budget has
+ * room. */
+START_TEST(test_prune_random)
+{
+    int orders = 0, pruned = 0;
+    for (uint32_t seed = 1; seed <= 20; seed++) {
+        mp_rgraph rg;
+        random_training(&rg, 10 + (int)(seed * 13 % 90), seed);
+        mp_rcount none = baseline(&rg, MP_RBASE_NONE, 0);
+        for (int f = 5; f <= 10; f++)
+            for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) {
+                int removed = prune_checked(&rg, (mp_rbaseline)b, none.peak_bytes * f / 10);
+                orders += removed >= 0;
+                pruned += removed > 0;
+            }
+        mp_rgraph_free(&rg);
+    }
+    ck_assert_int_gt(orders, 150);
+    ck_assert_int_gt(pruned, 50);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("remat_count");
@@ -742,6 +877,11 @@ int main(void)
     tcase_add_test(t, test_baselines_random);
     tcase_add_test(t, test_baselines_odd_graphs);
     tcase_add_test(t, test_baselines_checkmate);
+    suite_add_tcase(s, t);
+    t = tcase_create("prune");
+    tcase_add_test(t, test_prune_block_chain);
+    tcase_add_test(t, test_prune_unread_chain);
+    tcase_add_test(t, test_prune_random);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

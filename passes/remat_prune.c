@@ -1,0 +1,138 @@
+/* remat_prune.c - an order made by a rule that does not look at the budget
+ * everywhere (all's and sqrt's checkpoints; greedy's evictions, each made
+ * under a pressure that later passed) may recompute values that the budget
+ * could have kept. mp_rsched_prune removes such recomputations, costliest
+ * first: each goes when the order without it still peaks within the budget
+ * (readers of the value then read its earlier instance, which lives on to
+ * them), checked by mp_rsched_count on the whole order. Removing one leaves
+ * the recomputations that only fed it unread; they go with it, since a
+ * recomputation nobody reads before its value is made again only costs.
+ * The result is an order of the same graph, never dearer than the one given
+ * and never above the budget. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/remat.h"
+
+/* Total entries recounted at most (about 50 ms per 10 M here), so that a long
+ * order with many recomputations is pruned in bounded, load-independent work:
+ * the costliest recomputations are tried first, the rest kept. */
+#define PRUNE_WORK INT64_C(60000000)
+
+typedef struct pruner {
+    const mp_rgraph *rg;
+    const mp_rsched *s;   /* the order given */
+    uint8_t *keep;        /* s->n: the entry stays */
+    int32_t *last;        /* nvalues: backward scan, a kept read of the instance after the entry */
+    mp_rsched trial;      /* the kept entries, as an order */
+} pruner;
+
+/* Drops every kept recomputation none of whose outputs is read before its
+ * value is made again (nor kept to the end). One backward scan: the readers
+ * of an entry's outputs come after it, so they are decided before it, and a
+ * chain of unread recomputations goes at once. */
+static void drop_unread(pruner *p)
+{
+    const mp_rgraph *rg = p->rg;
+    for (int32_t v = 0; v < rg->nvalues; v++) p->last[v] = -1;
+    for (int32_t e = p->s->n - 1; e >= 0; e--) {
+        if (!p->keep[e]) continue;
+        int32_t u = p->s->node[e];
+        bool read = !(p->s->recompute && p->s->recompute[e]);
+        for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1] && !read; k++) {
+            int32_t v = rg->out[k];
+            read = p->last[v] >= 0 || (rg->keep_to_end && rg->keep_to_end[v]);
+        }
+        if (!read) {
+            p->keep[e] = 0;
+            continue;
+        }
+        for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1]; k++) p->last[rg->out[k]] = -1;
+        for (int32_t k = rg->in_off[u]; k < rg->in_off[u + 1]; k++) p->last[rg->in[k]] = e;
+    }
+}
+
+/* Recounts the kept entries; true when they run and peak within budget. */
+static bool kept_fits(pruner *p, int64_t budget, mp_rcount *c)
+{
+    int32_t n = 0;
+    for (int32_t e = 0; e < p->s->n; e++)
+        if (p->keep[e]) {
+            p->trial.node[n] = p->s->node[e];
+            p->trial.recompute[n++] = p->s->recompute ? p->s->recompute[e] : 0;
+        }
+    p->trial.n = n;
+    mp_err ignored = {{0}}; /* an order that cannot run is one that does not fit */
+    return mp_rsched_count(p->rg, &p->trial, c, &ignored) == 0 && c->peak_bytes <= budget;
+}
+
+typedef struct costly {
+    double cost;
+    int32_t entry;
+} costly;
+
+static int cmp_costly(const void *pa, const void *pb)
+{
+    const costly *a = pa, *b = pb;
+    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
+    return (a->entry < b->entry) - (a->entry > b->entry); /* later first: the last of a run of equal ones */
+}
+
+int mp_rsched_prune(const mp_rgraph *rg, mp_rsched *s, int64_t budget, int32_t *removed, mp_err *err)
+{
+    if (removed) *removed = 0;
+    mp_rcount c;
+    if (mp_rsched_count(rg, s, &c, err)) return -1;
+    if (c.peak_bytes > budget || !s->recompute) return 0; /* nothing to keep within */
+    size_t n = (size_t)(s->n ? s->n : 1);
+    pruner p = {.rg = rg, .s = s};
+    p.keep = malloc(n);
+    p.last = malloc((size_t)(rg->nvalues + 1) * sizeof *p.last);
+    p.trial.node = malloc(n * sizeof *p.trial.node);
+    p.trial.recompute = malloc(n);
+    costly *order = malloc(n * sizeof *order);
+    int rc = -1;
+    if (!p.keep || !p.last || !p.trial.node || !p.trial.recompute || !order) {
+        mp_fail(err, "prune: out of memory");
+        goto done;
+    }
+    memset(p.keep, 1, n);
+    drop_unread(&p);
+    int32_t ncand = 0;
+    for (int32_t e = 0; e < s->n; e++)
+        if (p.keep[e] && s->recompute[e]) order[ncand++] = (costly){rg->cost ? rg->cost[s->node[e]] : 0, e};
+    qsort(order, (size_t)ncand, sizeof *order, cmp_costly);
+    uint8_t *saved = malloc(n);
+    if (!saved) {
+        mp_fail(err, "prune: out of memory");
+        goto done;
+    }
+    int64_t work = 0;
+    for (int32_t i = 0; i < ncand && work + s->n <= PRUNE_WORK; i++) {
+        int32_t e = order[i].entry;
+        if (!p.keep[e]) continue; /* went with another: unread */
+        memcpy(saved, p.keep, (size_t)s->n);
+        p.keep[e] = 0;
+        drop_unread(&p);
+        work += 2 * (int64_t)s->n;
+        if (!kept_fits(&p, budget, &c)) memcpy(p.keep, saved, (size_t)s->n);
+    }
+    free(saved);
+    if (!kept_fits(&p, budget, &c)) memset(p.keep, 1, n); /* never: dropping unread entries frees only */
+    int32_t n_kept = 0;
+    for (int32_t e = 0; e < s->n; e++)
+        if (p.keep[e]) {
+            s->node[n_kept] = s->node[e];
+            s->recompute[n_kept++] = s->recompute[e];
+        }
+    if (removed) *removed = s->n - n_kept;
+    s->n = n_kept;
+    rc = 0;
+done:
+    free(p.keep);
+    free(p.last);
+    free(p.trial.node);
+    free(p.trial.recompute);
+    free(order);
+    return rc;
+}
