@@ -202,7 +202,7 @@ typedef struct plan {
     bool solved;                /* info holds a solver run */
     const char *status;         /* "optimal", "feasible", "baseline", "min-peak" */
     int order_from;             /* -1: the ILP's plan; else the baseline whose order was cheaper */
-    int32_t pruned;             /* entries of that baseline's order removed by mp_rsched_prune */
+    int32_t pruned;             /* entries of the ILP's plan or that baseline's order removed by mp_rsched_prune */
     bool placed_fallback;       /* the order was taken because its arena fits where the ILP's plans fragmented */
     bool have_least;            /* the least-peak search ran (it is slow: once per plan) */
     int64_t least_peak, least_lower;
@@ -457,7 +457,10 @@ static int report_infeasible(plan *p, const char *why)
     return MP_EXIT_INFEASIBLE;
 }
 
-/* Emits the ILP's plan p->rp and recounts it. */
+/* Emits the ILP's plan p->rp and recounts it, then rids it of the
+ * recomputations the budget does not need: a plan of a time-limited solve,
+ * or a recipe's rerun of an intermediate that could stay, which the space
+ * does not hold (mp_rsched_prune). */
 static int emit_ilp_plan(plan *p, bool *fits)
 {
     mp_err err = {{0}};
@@ -468,6 +471,11 @@ static int emit_ilp_plan(plan *p, bool *fits)
     if (p->count.peak_bytes > p->target) {
         mp_cli_model_error(p->source, "the solver's plan recounts above the usable budget: refusing it (a bug: "
                            "please report it)");
+        return -1;
+    }
+    if (mp_rsched_prune(&p->rg, &p->order, p->target, &p->pruned, &err) ||
+        mp_rsched_count(&p->rg, &p->order, &p->count, &err)) {
+        mp_cli_model_error(p->source, err.msg);
         return -1;
     }
     *fits = true;
@@ -691,7 +699,8 @@ static void print_plan_text(FILE *f, const plan *p)
 {
     char pruned[96] = "";
     if (p->pruned)
-        snprintf(pruned, sizeof pruned, " (less %d recomputations this budget does not need)", (int)p->pruned);
+        snprintf(pruned, sizeof pruned, " (%sless %d recomputations this budget does not need)",
+                 p->order_from >= 0 ? "" : "the solver's plan ", (int)p->pruned);
     if (p->batch_max) {
         fprintf(f, "%-18s%lld with recomputation (overhead %.2f %%), %lld without%s\n", "largest batch",
                 (long long)p->batch, overhead_pct(p, p->count.recompute_cost), (long long)p->batch_plain,
@@ -713,7 +722,7 @@ static void print_plan_text(FILE *f, const plan *p)
                 : ilp_space_empty(p) ? "fits where the ILP's decision space has no plan"
                                      : "is cheaper than the ILP's plan");
     else
-        fprintf(f, "%-18s%s\n", "strategy", mp_cli_strategy_names[p->strategy]);
+        fprintf(f, "%-18s%s%s\n", "strategy", mp_cli_strategy_names[p->strategy], pruned);
     fprintf(f, "%-18s%.2f MiB (store everything: %.2f MiB)\n", "planned peak", mib(p->count.peak_bytes),
             mib(p->base.peak_bytes));
     if (p->arena.arena_bytes > 0)
@@ -735,7 +744,7 @@ static void print_plan_text(FILE *f, const plan *p)
     else if (p->solved)
         fprintf(f, "%-18s%s in %.2f s, MIP gap %.2f %%, LP bound %.2f %% overhead%s\n", "solver", p->status,
                 p->info.seconds, 100 * p->info.mip_gap, overhead_pct(p, p->info.lp_bound),
-                p->order_from >= 0 ? " (bounds of the ILP's decision space, docs/ilp.md)" : "");
+                p->order_from >= 0 || p->pruned ? " (bounds of the ILP's decision space, docs/ilp.md)" : "");
     else if (!strcmp(p->status, "timeout"))
         fprintf(f, "%-18stimeout: the solver found no plan in %.2f s (--time-limit)\n", "solver", p->time_limit);
     else if (p->placed_fallback)
@@ -808,7 +817,7 @@ static void plan_json(mp_json *j, const void *ctx)
     mp_json_str(j, mp_cli_strategy_names[p->strategy]);
     mp_json_key(j, "order_from"); /* "ilp", or the baseline whose order was cheaper */
     mp_json_str(j, p->order_from >= 0 ? mp_rbaseline_names[p->order_from] : mp_cli_strategy_names[p->strategy]);
-    mp_json_key(j, "pruned_recomputations"); /* of that baseline's order: those the budget does not need */
+    mp_json_key(j, "pruned_recomputations"); /* of the ILP's plan or that baseline's order: not needed */
     mp_json_int(j, p->pruned);
     mp_json_key(j, "peak_bytes");
     mp_json_int(j, p->count.peak_bytes);
