@@ -1035,8 +1035,9 @@ static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan
 }
 
 /* The last resort when re-planning keeps fragmenting. First the baselines'
- * own orders for this budget (and for it less the slack), the cheapest whose
- * arena fits as placed; else the orders the exit-3 line places (the
+ * own orders for this budget (and for it less the slack, or less what the
+ * order for the budget added when placed), the cheapest whose arena fits as
+ * placed; else the orders the exit-3 line places (the
  * least-peak plan's, greedy's at its least target, store everything), the
  * first whose arena fits. So the order given costs no more than a baseline
  * shown beside it that fits, and a budget that line proves feasible succeeds
@@ -1051,23 +1052,32 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
     mp_rcount best_c = {0};
     mp_plan_info best_info = {0};
     int best_from = -1;
-    int64_t targets[2] = {p->usable, p->usable - p->slack};
-    for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++)
-        for (int t = 0; t < 2 && targets[t] > 0; t++) {
+    for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) {
+        /* the budget, the budget less the slack, and the budget less what this baseline's order for the budget
+         * added when placed (the slack came from another order, which may fragment more or less) */
+        int64_t targets[3] = {p->usable, p->slack ? p->usable - p->slack : 0, 0};
+        for (int t = 0; t < 3; t++) {
+            if (targets[t] <= 0) continue;
             mp_rsched s = {0};
             mp_rcount c;
             mp_plan_info info = {0};
             if (mp_remat_baseline(&p->rg, (mp_rbaseline)b, targets[t], &s, &err)) continue;
-            bool fits = !mp_rsched_count(&p->rg, &s, &c, &err) && c.peak_bytes <= p->usable &&
-                        (best_from < 0 || c.recompute_cost < best_c.recompute_cost) &&
-                        !mp_plan_measure(o->model, &po, &s, &info, &err) && info.arena_bytes <= p->usable;
-            if (!fits) {
+            bool placed = !mp_rsched_count(&p->rg, &s, &c, &err) && c.peak_bytes <= p->usable &&
+                          (best_from < 0 || c.recompute_cost < best_c.recompute_cost) &&
+                          !mp_plan_measure(o->model, &po, &s, &info, &err);
+            if (!placed || info.arena_bytes > p->usable) {
+                if (placed && t == 0) {
+                    int64_t margin = info.arena_bytes - info.lower_bound;
+                    if (margin < info.arena_bytes - p->usable) margin = info.arena_bytes - p->usable;
+                    targets[2] = p->usable - margin - mp_arena_defaults().alignment;
+                }
                 mp_rsched_free(&s);
                 continue;
             }
             if (best_from >= 0) mp_rsched_free(&best);
             best = s, best_c = c, best_info = info, best_from = b;
         }
+    }
     if (best_from >= 0) return adopt_order(p, &best, &best_c, &best_info, best_from);
     if (least_peak(p, &err)) return false;
     for (int k = 0; k < 3; k++) {
