@@ -212,6 +212,8 @@ typedef struct plan {
     int64_t base_least_target;  /* at that target */
     mp_rplan least;
     char ilp_failed[sizeof(mp_err)]; /* the solver found no plan in time (not an infeasibility proof) */
+    int64_t no_plan_at;         /* a target at which the solver found no plan (0: none): none is sought below it */
+    char no_plan_why[sizeof(mp_err)]; /* then: ilp_failed of that solve ("": its space was proven empty) */
     uint8_t *recomputed;        /* nvalues: recomputed by the order */
     int32_t nkept, nrecomputed, ndroppable; /* values (a value may have several groups in sp) */
     baseline_row rows[MP_RBASE_COUNT];
@@ -488,10 +490,18 @@ static int plan_ilp(plan *p, bool *fits)
 {
     mp_err err = {{0}};
     *fits = false;
+    if (p->no_plan_at && p->target <= p->no_plan_at) { /* a re-plan below a target with no plan: none here either */
+        snprintf(p->ilp_failed, sizeof p->ilp_failed, "%s", p->no_plan_why);
+        p->solved = !p->no_plan_why[0]; /* p->info still holds that solve */
+        p->status = p->solved ? "infeasible" : "timeout";
+        return 0;
+    }
     mp_rsolve_opts so = solve_opts(p, NULL);
     memset(&p->rp, 0, sizeof p->rp);
     if (mp_remat_solve(&p->sp, p->target, &so, &p->rp, &p->info, &err)) {
         snprintf(p->ilp_failed, sizeof p->ilp_failed, "%s", err.msg); /* a baseline may still fit */
+        snprintf(p->no_plan_why, sizeof p->no_plan_why, "%s", err.msg);
+        p->no_plan_at = p->target;
         p->status = "timeout";
         return 0;
     }
@@ -500,6 +510,8 @@ static int plan_ilp(plan *p, bool *fits)
     p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
     if (p->info.status == MP_RSOLVE_INFEASIBLE) {
         p->status = "infeasible";
+        p->no_plan_why[0] = 0;
+        p->no_plan_at = p->target;
         return 0;
     }
     return emit_ilp_plan(p, fits);
@@ -767,6 +779,9 @@ static void print_plan_text(FILE *f, const plan *p)
         else
             fprintf(f, "  %-16s%14s %10s %6s\n", mp_rbaseline_names[b], "-", "-", "fails");
     }
+    if (p->placed_fallback) /* a row may fit in live bytes and still be cheaper: its arena did not fit */
+        fprintf(f, "  (fits: live bytes within the usable budget; the plan is the cheapest order tried whose arena "
+                "fits as placed)\n");
 }
 
 static void json_names(mp_json *j, const plan *p, bool recomputed)
