@@ -110,7 +110,7 @@ void mp_rsched_free(mp_rsched *s);
  * to fit it, costliest first, each checked by a recount, and with each the
  * recomputations that only fed it (remat_prune.c). s stays an order of rg
  * within budget and costs no more; *removed (may be NULL) gets the entries
- * removed. Fails only on allocation. */
+ * removed. Fails on an order that does not run, or on allocation. */
 int mp_rsched_prune(const mp_rgraph *rg, mp_rsched *s, int64_t budget, int32_t *removed, mp_err *err);
 
 /* ---- the decision space (remat_space.c) ---- */
