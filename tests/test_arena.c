@@ -236,6 +236,15 @@ START_TEST(test_search_matches_brute_force)
 }
 END_TEST
 
+/* n buffers over 150 instants: enough overlap that the heuristics often miss the bound. */
+static void random_buffers(mp_arena_buf *b, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int64_t lo = rnd(120);
+        b[i] = (mp_arena_buf){.lower = lo, .upper = lo + 1 + rnd(30), .size = 1 + rnd(100)};
+    }
+}
+
 /* With a work limit (or a node limit) the search is the same under any load:
  * two runs place every buffer alike and search the same nodes. */
 START_TEST(test_node_limit_reproducible)
@@ -245,10 +254,7 @@ START_TEST(test_node_limit_reproducible)
     int64_t off1[NB], off2[NB];
     int searched = 0;
     for (int t = 0; t < 12; t++) {
-        for (int i = 0; i < NB; i++) {
-            int64_t lo = rnd(120);
-            b[i] = (mp_arena_buf){.lower = lo, .upper = lo + 1 + rnd(30), .size = 1 + rnd(100)};
-        }
+        random_buffers(b, NB);
         mp_arena_opts o = mp_arena_defaults();
         o.alignment = 1;
         o.time_limit = 60; /* a safety net: the nodes end the search long before */
@@ -279,10 +285,7 @@ START_TEST(test_target_met_halves_limit)
     int64_t off[NB];
     int cases = 0;
     for (int t = 0; t < 12; t++) {
-        for (int i = 0; i < NB; i++) {
-            int64_t lo = rnd(120);
-            b[i] = (mp_arena_buf){.lower = lo, .upper = lo + 1 + rnd(30), .size = 1 + rnd(100)};
-        }
+        random_buffers(b, NB);
         mp_arena_opts o = mp_arena_defaults();
         o.alignment = 1;
         o.time_limit = 0;
