@@ -940,7 +940,9 @@ static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound
 
 /* ---- the driver ---------------------------------------------------------------- */
 
-#define BY_SIZE_TWICE_MAX 20000
+/* the greedy passes after the first by size only up to this many buffers: on huge instances one pass costs
+ * seconds (idealloc's S_1: 28,526 buffers, 43 M conflicting pairs) */
+#define MORE_PASSES_MAX 20000
 
 static int assign_all(const mp_arena_buf *bufs, int32_t n, const mp_arena_opts *o, int64_t *offsets,
                       mp_arena_result *r, mp_err *err)
@@ -979,9 +981,8 @@ static int assign_all(const mp_arena_buf *bufs, int32_t n, const mp_arena_opts *
         goto done;
     }
     /* and longer lifetimes first among equals: better where many equal sizes live side by side (a training
-     * step with recomputed copies: GPT-2 near its least peak, 1.042x of the bound against 1.079x). Not on
-     * huge instances, where one pass costs seconds (idealloc's S_1: 28,526 buffers, 43 M conflicting pairs) */
-    if (n <= BY_SIZE_TWICE_MAX) {
+     * step with recomputed copies: GPT-2 near its least peak, 1.042x of the bound against 1.079x) */
+    if (n <= MORE_PASSES_MAX) {
         for (int32_t i = 0; i < n; i++) k2[i] = bufs[i].lower - bufs[i].upper;
         if (sort_ids(n, k1, k2, order) || greedy_by_size(&in, order, false, alt)) {
             mp_fail(err, "out of memory");
@@ -1004,11 +1005,11 @@ static int assign_all(const mp_arena_buf *bufs, int32_t n, const mp_arena_opts *
         r->method = MP_ARENA_BY_START;
     }
 
-    /* by contention: size classes (exact, then powers of 2, 4 and 16) largest first, and within a class the
-     * buffers that cross the busiest instants first, each at the lowest offset that holds it. Where many
+    /* by contention: size classes (one size, then classes 2x, 4x and 16x wide) largest first, and within a
+     * class the buffers that cross the busiest instants first, each at the lowest offset that holds it. Where many
      * sizes differ by little, a class lets the buffers that decide the peak pack before the others (GPT-2's
      * step at 40 % of its peak: 1.0016x of the bound, where by size left 1.0157x and 2 s of search 1.0030x) */
-    if (n <= BY_SIZE_TWICE_MAX) {
+    if (n <= MORE_PASSES_MAX) {
         if (contention(&in, k2)) {
             mp_fail(err, "out of memory");
             goto done;
