@@ -554,9 +554,9 @@ END_TEST
 
 /* ---- the plan is true: what memplan prints is what memplan-run measures ----------------- */
 
-/* memplan-run (beside memplan) on dir with --json, its stdout parsed into d;
+/* memplan-run (beside memplan) on dir for `steps` steps with --json, its stdout parsed into d;
  * its stderr, when errtext is not NULL, returned there (free it). */
-static void run_plan(const char *dir, mp_jdoc *d, char **errtext)
+static void run_plan(const char *dir, int steps, mp_jdoc *d, char **errtext)
 {
     char bin[512], cmd[1400], out[] = "/tmp/memplan_run_outXXXXXX", errf[] = "/tmp/memplan_run_errXXXXXX";
     snprintf(bin, sizeof bin, "%s", MEMPLAN_BIN);
@@ -568,7 +568,7 @@ static void run_plan(const char *dir, mp_jdoc *d, char **errtext)
     ck_assert_int_ge(fe, 0);
     close(fd);
     close(fe);
-    snprintf(cmd, sizeof cmd, "'%s' '%s' --steps 2 --json >%s 2>%s", bin, dir, out, errf);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --steps %d --json >%s 2>%s", bin, dir, steps, out, errf);
     int rc = system(cmd);
     size_t n, ne;
     char *text = slurp(out, &n), *etext = slurp(errf, &ne);
@@ -628,7 +628,7 @@ static void check_true(const char *model, const char *const *dims, int ndims)
         ck_assert_msg(r.status == 0 || strstr(r.err, "plan.cu"), "%s at %s: %s", model, budgets[b], r.err);
         mp_jdoc d, m;
         parse_out(&r, &d);
-        run_plan(dir, &m, NULL);
+        run_plan(dir, 2, &m, NULL);
         int64_t arena = jint(&d, "plan.arena_bytes"), measured = jint(&m, "measured_peak_bytes");
         ck_assert_msg(measured == arena, "%s at %s: memplan printed an arena of %lld bytes, memplan-run measured %lld",
                       model, budgets[b], (long long)arena, (long long)measured);
@@ -657,7 +657,7 @@ START_TEST(test_absent_weights_seeded)
     mp_jdoc d, m;
     parse_out(&r, &d);
     char *etext = NULL;
-    run_plan(dir, &m, &etext);
+    run_plan(dir, 1, &m, &etext); /* one step of GPT-2-124M's seeded weights: about 5 min under ASan */
     ck_assert_msg(etext && strstr(etext, "weights have no data file") && strstr(etext, "gpt2_124m.weights") &&
                       strstr(etext, "seeded random instead"),
                   "memplan-run said: %s", etext ? etext : "");
