@@ -31,8 +31,8 @@ enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 #define LEAST_PEAK_MIN_SECONDS 1.5
 #define ANY_BOUND_SECONDS 0.2 /* for the bound on every plan: it is only a report */
 /* Every placement searches for this much work (buffers visited, about 1 s here; docs/memory.md) rather than
- * for a time, so that an order is placed alike on any load: the plan given does not depend on the machine's
- * load, and a budget an exit-3 line states is met given back */
+ * for a time, so that an order is placed alike on any load: a plan's placement, and so the re-plans it
+ * causes, do not depend on the machine's load, and a budget an exit-3 line states is met given back */
 #define ARENA_WORK INT64_C(400000000)
 
 static double mib(int64_t b) { return b / (1024.0 * 1024.0); }
