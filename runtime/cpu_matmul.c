@@ -18,6 +18,27 @@
 /* Tiles of C (TM x TN), summed over K in TK steps: 22 MiB of double at most. */
 enum { TM = 256, TN = 1024, TK = 2048 };
 
+/* dst[r * cols + c] = x[r0 + r][c0 + c] of the rows x cols tile of x (ld: its row stride), widened to double;
+ * transposed: x's element [c0 + c][r0 + r]. A transposed tile is copied in square blocks, so that reads and
+ * writes both stay within a few cache lines: element by element, each read strode a whole row of x (GPT-2's
+ * LM head: 50,257 x 768 floats), which under ASan cost minutes a step. */
+static void widen(bool transposed, const float *x, int64_t ld, int64_t r0, int64_t c0, int64_t rows, int64_t cols,
+                  double *dst)
+{
+    enum { BLOCK = 32 };
+    if (!transposed) {
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = x[(r0 + r) * ld + c0 + c];
+        return;
+    }
+    for (int64_t cb = 0; cb < cols; cb += BLOCK)
+        for (int64_t rb = 0; rb < rows; rb += BLOCK) {
+            int64_t ce = cb + BLOCK < cols ? cb + BLOCK : cols, re = rb + BLOCK < rows ? rb + BLOCK : rows;
+            for (int64_t c = cb; c < ce; c++)
+                for (int64_t r = rb; r < re; r++) dst[r * cols + c] = x[(c0 + c) * ld + r0 + r];
+        }
+}
+
 /* float32 C = alpha op(A) op(B) + beta C, through dgemm on widened tiles; -1 when out of memory. */
 static int sgemm_in_double(bool ta, bool tb, int64_t m, int64_t n, int64_t kk, double alpha, const float *a, int64_t lda,
                            const float *b, int64_t ldb, double beta, float *c, int64_t ldc)
@@ -36,12 +57,8 @@ static int sgemm_in_double(bool ta, bool tb, int64_t m, int64_t n, int64_t kk, d
                 for (int64_t j = 0; j < nb; j++) C[i * nb + j] = beta != 0 ? beta * c[(i0 + i) * ldc + j0 + j] : 0;
             for (int64_t p0 = 0; p0 < kk; p0 += tk) {
                 int64_t kb = kk - p0 < tk ? kk - p0 : tk;
-                for (int64_t i = 0; i < mb; i++)
-                    for (int64_t p = 0; p < kb; p++)
-                        A[i * kb + p] = ta ? a[(p0 + p) * lda + i0 + i] : a[(i0 + i) * lda + p0 + p];
-                for (int64_t p = 0; p < kb; p++)
-                    for (int64_t j = 0; j < nb; j++)
-                        B[p * nb + j] = tb ? b[(j0 + j) * ldb + p0 + p] : b[(p0 + p) * ldb + j0 + j];
+                widen(ta, a, lda, i0, p0, mb, kb, A);
+                widen(tb, b, ldb, p0, j0, kb, nb, B);
                 cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mb, (int)nb, (int)kb, alpha, A, (int)kb, B,
                             (int)nb, 1.0, C, (int)nb);
             }
