@@ -3,9 +3,10 @@
  * budget fraction of its store-everything peak it prints one markdown row:
  * the recompute overhead of each order (recounted by mp_rsched_count, as a %
  * of the store-everything step's cost), the ILP's order pruned of what the
- * budget does not need (mp_rsched_prune, as memplan gives it), the bound on every plan's overhead
- * (mp_remat_any_plan_bound, 0.2 s, as memplan gives it), the ILP's gap to its
- * LP bound, its status and its solve time. A baseline that does not fit shows "—".
+ * budget does not need (mp_rsched_prune, as memplan gives it), the bound on
+ * every plan's overhead (mp_remat_any_plan_bound, 0.2 s, as memplan gives
+ * it), the ILP's gap to its LP bound, its status and its solve time. A
+ * baseline that does not fit shows "—".
  *
  *   memplan-remat-bench [--time-limit SEC] [--expand NODES] [--retain-over N] FILE_OR_DIR...
  *
@@ -15,7 +16,8 @@
  * (mp_rspace_opts.retain_over; default only where no recipe is offered).
  *
  * Exit status 1 if any ILP plan's recount exceeds the budget or differs from
- * the peak the ILP counted (the row says which), or its pruned order does not fit. */
+ * the peak the ILP counted (the row says which), or its pruned order does
+ * not fit. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -114,7 +116,8 @@ static int bench_graph(const char *path, double time_limit)
                 mp_rcount pc; /* what the command gives: the plan rid of what the budget does not need */
                 if (mp_rsched_prune(&rg, &s, budget, NULL, &err) || mp_rsched_count(&rg, &s, &pc, &err) ||
                     pc.peak_bytes > budget) {
-                    fprintf(stderr, "%s at %.1f: pruning: %s\n", name, fractions[f], err.msg);
+                    fprintf(stderr, "%s at %.1f: pruned order: %s\n", name, fractions[f],
+                            err.msg[0] ? err.msg : "above the budget");
                     bad = 1;
                 } else {
                     pct(pruned, sizeof pruned, 100.0 * pc.recompute_cost / base_cost);
@@ -135,8 +138,8 @@ static int bench_graph(const char *path, double time_limit)
         if (mp_remat_any_plan_bound(&rg, budget, ANY_BOUND_SECONDS, &bound, &at, &err)) snprintf(any, sizeof any, "error");
         else if (isinf(bound)) snprintf(any, sizeof any, "none fits"); /* a step's own inputs and outputs exceed it */
         else pct(any, sizeof any, 100.0 * bound / base_cost);
-        printf("| %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %.2f |\n", name, rg.nnodes, fractions[f], ilp, pruned, any, sq,
-               gr, gap, status, secs);
+        printf("| %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %.2f |\n", name, rg.nnodes, fractions[f], ilp,
+               pruned, any, sq, gr, gap, status, secs);
         fflush(stdout);
     }
 done:

@@ -40,7 +40,7 @@ static void drop_unread(pruner *p)
     for (int32_t e = p->s->n - 1; e >= 0; e--) {
         if (!p->keep[e]) continue;
         int32_t u = p->s->node[e];
-        bool read = !(p->s->recompute && p->s->recompute[e]);
+        bool read = !p->s->recompute[e]; /* a first run stays */
         for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1] && !read; k++) {
             int32_t v = rg->out[k];
             read = p->last[v] >= 0 || (rg->keep_to_end && rg->keep_to_end[v]);
@@ -61,7 +61,7 @@ static bool kept_fits(pruner *p, int64_t budget, mp_rcount *c)
     for (int32_t e = 0; e < p->s->n; e++)
         if (p->keep[e]) {
             p->trial.node[n] = p->s->node[e];
-            p->trial.recompute[n++] = p->s->recompute ? p->s->recompute[e] : 0;
+            p->trial.recompute[n++] = p->s->recompute[e];
         }
     p->trial.n = n;
     mp_err ignored = {{0}}; /* an order that cannot run is one that does not fit */
@@ -85,7 +85,7 @@ int mp_rsched_prune(const mp_rgraph *rg, mp_rsched *s, int64_t budget, int32_t *
     if (removed) *removed = 0;
     mp_rcount c;
     if (mp_rsched_count(rg, s, &c, err)) return -1;
-    if (c.peak_bytes > budget || !s->recompute) return 0; /* nothing to keep within */
+    if (c.peak_bytes > budget || !s->recompute) return 0; /* nothing to keep within, or nothing recomputed */
     size_t n = (size_t)(s->n ? s->n : 1);
     pruner p = {.rg = rg, .s = s};
     p.keep = malloc(n);
