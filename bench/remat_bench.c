@@ -1,5 +1,5 @@
-/* remat_bench.c - the rematerialization ILP against the sqrt and greedy
- * baselines on graph-json files (Checkmate, Moccasin). For each graph and
+/* remat_bench.c - the rematerialization ILP against the sqrt, greedy and
+ * lookahead baselines on graph-json files (Checkmate, Moccasin). For each graph and
  * budget fraction of its store-everything peak it prints one markdown row:
  * the recompute overhead of each order (recounted by mp_rsched_count, as a %
  * of the store-everything step's cost), the ILP's order pruned of what the
@@ -68,7 +68,7 @@ static int bench_graph(const char *path, double time_limit)
     mp_rgraph rg;
     mp_err err = {{0}};
     if (mp_rgraph_from_json(path, &rg, &err)) {
-        printf("| %s | | | error: %s | | | | | | |\n", name, err.msg);
+        printf("| %s | | | error: %s | | | | | | | |\n", name, err.msg);
         return 0;
     }
     int bad = 0;
@@ -81,15 +81,16 @@ static int bench_graph(const char *path, double time_limit)
     ro.retain_over = retain_over;
     if (mp_rsched_identity(&rg, &id, &err) || mp_rsched_count(&rg, &id, &base, &err) ||
         mp_rspace_build(&rg, &ro, &sp, &err)) {
-        printf("| %s | %d | | error: %s | | | | | | |\n", name, rg.nnodes, err.msg);
+        printf("| %s | %d | | error: %s | | | | | | | |\n", name, rg.nnodes, err.msg);
         goto done;
     }
     double base_cost = base.cost > 0 ? base.cost : 1;
     for (size_t f = 0; f < sizeof fractions / sizeof *fractions; f++) {
         int64_t budget = (int64_t)((double)base.peak_bytes * fractions[f]);
-        char ilp[32], pruned[32], sq[32], gr[32], gap[32], status[64], any[32];
+        char ilp[32], pruned[32], sq[32], gr[32], la[32], gap[32], status[64], any[32];
         pct(sq, sizeof sq, baseline_overhead(&rg, MP_RBASE_SQRT, budget, base_cost));
         pct(gr, sizeof gr, baseline_overhead(&rg, MP_RBASE_GREEDY, budget, base_cost));
+        pct(la, sizeof la, baseline_overhead(&rg, MP_RBASE_LOOKAHEAD, budget, base_cost));
         mp_rsolve_opts so = mp_rsolve_defaults();
         so.time_limit = time_limit;
         mp_rplan plan;
@@ -138,8 +139,8 @@ static int bench_graph(const char *path, double time_limit)
         if (mp_remat_any_plan_bound(&rg, budget, ANY_BOUND_SECONDS, &bound, &at, &err)) snprintf(any, sizeof any, "error");
         else if (isinf(bound)) snprintf(any, sizeof any, "none fits"); /* a step's own inputs and outputs exceed it */
         else pct(any, sizeof any, 100.0 * bound / base_cost);
-        printf("| %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %.2f |\n", name, rg.nnodes, fractions[f], ilp,
-               pruned, any, sq, gr, gap, status, secs);
+        printf("| %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %.2f |\n", name, rg.nnodes, fractions[f], ilp,
+               pruned, any, sq, gr, la, gap, status, secs);
         fflush(stdout);
     }
 done:
@@ -197,8 +198,8 @@ int main(int argc, char **argv)
         return 2;
     }
     printf("| graph | nodes | budget | ILP overhead %% | pruned %% | any plan >= %% | sqrt %% | greedy %% | "
-           "gap to LP bound %% | ILP status | solve s |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
+           "lookahead %% | gap to LP bound %% | ILP status | solve s |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
     int bad = 0;
     for (int a = first; a < argc; a++) {
         struct stat st;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# remat_bench.sh - the rematerialization ILP against the sqrt and greedy baselines on the Checkmate and
+# remat_bench.sh - the rematerialization ILP against the sqrt, greedy and lookahead baselines on the Checkmate and
 # Moccasin graphs of ../shared/remat-graphs, at budgets of 0.5 .. 0.9 of each graph's store-everything peak.
 #
 #   bench/remat_bench.sh [BUILD_DIR] [--time-limit SEC] [--expand NODES] [--retain-over N]

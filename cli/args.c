@@ -30,7 +30,7 @@ static const struct {
     [MP_OPT_BUDGET] = {"--budget", "B", "plan recomputation to fit B: 24GB (10^9), 24GiB (2^30), KB..TiB, bytes, or P% of the store-everything peak"},
     [MP_OPT_RESERVE] = {"--reserve", "B", "memory kept back for the CUDA context and workspaces (default 512MiB; 0 for --graph-json)"},
     [MP_OPT_GPU] = {"--gpu", "NAME", "cost model device (default a100-80; a100-40 h100 h200 l4 rtx3090 rtx4090 v100 t4); its memory when no --budget"},
-    [MP_OPT_STRATEGY] = {"--strategy", "S", "ilp (default), none, all, sqrt or greedy"},
+    [MP_OPT_STRATEGY] = {"--strategy", "S", "ilp (default), none, all, sqrt, greedy or lookahead"},
     [MP_OPT_TIME_LIMIT] = {"--time-limit", "SEC", "solver time limit in seconds (default 1.2)"},
     [MP_OPT_SCHEDULE] = {"--schedule", "FILE.json", "write the planned order: node names, recomputations repeated"},
     [MP_OPT_GRAPH_JSON] = {"--graph-json", "FILE", "plan a Checkmate/Moccasin graph (networkx node-link JSON) instead of a model"},

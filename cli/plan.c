@@ -21,7 +21,7 @@
 #include "codegen/plan.h"  /* -o DIR */
 #include "codegen/viz.h"   /* the planned step's pictures */
 
-const char *const mp_cli_strategy_names[] = {"ilp", "none", "all", "sqrt", "greedy", NULL};
+const char *const mp_cli_strategy_names[] = {"ilp", "none", "all", "sqrt", "greedy", "lookahead", NULL};
 enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 
 #define DEFAULT_RESERVE (INT64_C(512) << 20)
@@ -125,7 +125,7 @@ int mp_cli_plan_option(mp_cli_opts *o, int id, const char *val)
                 o->strategy = i;
                 return 0;
             }
-        mp_cli_error("--strategy: unknown value '%.100s' (one of ilp, none, all, sqrt, greedy)", val);
+        mp_cli_error("--strategy: unknown value '%.100s' (one of ilp, none, all, sqrt, greedy, lookahead)", val);
         return -1;
     case MP_OPT_TIME_LIMIT: {
         if (o->time_limit >= 0) break;
@@ -169,7 +169,7 @@ bool mp_cli_plan_wanted(const mp_cli_opts *o)
 /* ---- one plan ------------------------------------------------------------------------ */
 
 typedef struct baseline_row {
-    bool ok;                    /* the baseline produced an order (greedy fails when it cannot fit) */
+    bool ok;                    /* the baseline produced an order (greedy and lookahead fail when they cannot fit) */
     int64_t peak;
     double overhead_pct;
 } baseline_row;
@@ -281,8 +281,8 @@ static int least_peak(plan *p, mp_err *err)
 static bool plan_recordable(const mp_cli_opts *o);
 static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po);
 
-/* Baseline b's order under target t, recounted into c; false when greedy
- * cannot fit t (or the count fails). */
+/* Baseline b's order under target t, recounted into c; false when greedy or
+ * lookahead cannot fit t (or the count fails). */
 static bool baseline_count(plan *p, mp_rbaseline b, int64_t t, mp_rcount *c)
 {
     mp_err err = {{0}};
@@ -303,7 +303,8 @@ static int64_t baseline_peak(plan *p, mp_rbaseline b, int64_t t)
 /* The least peak below hi that a baseline reaches: the ILP strategy takes a
  * baseline's order when it fits (use_cheaper_baseline), so these count toward
  * the smallest feasible budget. all and sqrt have one order each; greedy's
- * least target is bisected (it evicts more as the target falls). */
+ * and lookahead's least targets are bisected (they evict more as the target
+ * falls). */
 static int64_t least_baseline_peak(plan *p, int64_t hi, mp_rbaseline *which, int64_t *target)
 {
     int64_t best = hi;
@@ -311,22 +312,23 @@ static int64_t least_baseline_peak(plan *p, int64_t hi, mp_rbaseline *which, int
         int64_t peak = baseline_peak(p, (mp_rbaseline)b, hi);
         if (peak >= 0 && peak < best) best = peak, *which = (mp_rbaseline)b, *target = hi;
     }
-    /* the least target greedy fits (its order depends on the target, so the
-     * target, not the peak it reached, is what works given back) */
-    int64_t lo = 0, top = best - 1, at = baseline_peak(p, MP_RBASE_GREEDY, top);
-    if (at < 0 || at > top) return best;
-    while (top - lo > 1) {
-        int64_t mid = lo + (top - lo) / 2, peak = baseline_peak(p, MP_RBASE_GREEDY, mid);
-        if (peak >= 0 && peak <= mid) top = mid;
-        else lo = mid;
+    /* the least target greedy and lookahead fit (their orders depend on the
+     * target, so the target, not the peak reached, is what works given back) */
+    for (int b = MP_RBASE_GREEDY; b <= MP_RBASE_LOOKAHEAD; b++) {
+        int64_t lo = 0, top = best - 1, at = baseline_peak(p, (mp_rbaseline)b, top);
+        if (at < 0 || at > top) continue;
+        while (top - lo > 1) {
+            int64_t mid = lo + (top - lo) / 2, peak = baseline_peak(p, (mp_rbaseline)b, mid);
+            if (peak >= 0 && peak <= mid) top = mid;
+            else lo = mid;
+        }
+        best = top, *which = (mp_rbaseline)b, *target = top;
     }
-    *which = MP_RBASE_GREEDY;
-    *target = top;
-    return top;
+    return best;
 }
 
-/* least_baseline_peak below the least-peak plan's, once per plan (greedy's
- * bisection is not cheap); call least_peak first. */
+/* least_baseline_peak below the least-peak plan's, once per plan (the
+ * bisections are not cheap); call least_peak first. */
 static void least_baseline(plan *p)
 {
     if (p->have_base_least) return;
@@ -493,7 +495,7 @@ static int plan_ilp(plan *p, bool *fits)
     if (p->no_plan_at && p->target <= p->no_plan_at) { /* a re-plan below a target with no plan: none here either */
         snprintf(p->ilp_failed, sizeof p->ilp_failed, "%s", p->no_plan_why);
         p->solved = !p->no_plan_why[0]; /* p->info still holds that solve */
-        p->status = p->solved ? "infeasible" : "timeout";
+        p->status = p->solved ? "infeasible" : p->info.stalled ? "stalled" : "timeout";
         return 0;
     }
     mp_rsolve_opts so = solve_opts(p, NULL);
@@ -502,7 +504,7 @@ static int plan_ilp(plan *p, bool *fits)
         snprintf(p->ilp_failed, sizeof p->ilp_failed, "%s", err.msg); /* a baseline may still fit */
         snprintf(p->no_plan_why, sizeof p->no_plan_why, "%s", err.msg);
         p->no_plan_at = p->target;
-        p->status = "timeout";
+        p->status = p->info.stalled ? "stalled" : "timeout";
         return 0;
     }
     p->have_rp = true;
@@ -565,7 +567,7 @@ static int mark_recomputed(plan *p)
 }
 
 /* The ILP is optimal over its decision space (docs/ilp.md), which does not
- * hold every order: a baseline's order (all, sqrt, greedy), rid of the
+ * hold every order: a baseline's order (all, sqrt, greedy, lookahead), rid of the
  * recomputations this budget does not need (mp_rsched_prune) and recounted,
  * that fits and costs less replaces the ILP's plan, so the order given is
  * never worse than the baselines shown next to it. */
@@ -576,7 +578,7 @@ static int use_cheaper_baseline(plan *p, bool *fits)
         mp_rsched s;
         mp_rcount c;
         int32_t pruned = 0;
-        if (mp_remat_baseline(&p->rg, (mp_rbaseline)b, p->target, &s, &err)) continue; /* greedy: no fit */
+        if (mp_remat_baseline(&p->rg, (mp_rbaseline)b, p->target, &s, &err)) continue; /* greedy, lookahead: no fit */
         if (mp_rsched_prune(&p->rg, &s, p->target, &pruned, &err) || mp_rsched_count(&p->rg, &s, &c, &err)) {
             mp_rsched_free(&s);
             mp_cli_model_error(p->source, err.msg);
@@ -644,7 +646,7 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
             }
             fits = p->count.peak_bytes <= p->target;
             if (!fits) mp_rsched_free(&p->order);
-        } else if (b != MP_RBASE_GREEDY) { /* greedy fails when it cannot fit; the others are bugs */
+        } else if (b != MP_RBASE_GREEDY && b != MP_RBASE_LOOKAHEAD) { /* these fail when they cannot fit; others: bugs */
             mp_cli_model_error(p->source, err.msg);
             return MP_EXIT_USAGE;
         }
@@ -730,9 +732,10 @@ static void print_plan_text(FILE *f, const plan *p)
     else if (p->order_from >= 0)
         fprintf(f, "%-18s%s: %s's order%s %s, so it is the one given\n", "strategy", mp_cli_strategy_names[p->strategy],
                 mp_rbaseline_names[p->order_from], pruned,
-                !p->solved        ? "is cheaper than the ILP's plan (the ILP found none in time)"
-                : ilp_space_empty(p) ? "fits where the ILP's decision space has no plan"
-                                     : "is cheaper than the ILP's plan");
+                !p->solved && p->info.stalled ? "fits where the ILP found no plan (GLPK stalled)"
+                : !p->solved                  ? "fits where the ILP found no plan in time"
+                : ilp_space_empty(p)          ? "fits where the ILP's decision space has no plan"
+                                              : "is cheaper than the ILP's plan");
     else
         fprintf(f, "%-18s%s%s\n", "strategy", mp_cli_strategy_names[p->strategy], pruned);
     fprintf(f, "%-18s%.2f MiB (store everything: %.2f MiB)\n", "planned peak", mib(p->count.peak_bytes),
@@ -759,6 +762,9 @@ static void print_plan_text(FILE *f, const plan *p)
                 p->order_from >= 0 || p->pruned ? " (bounds of the ILP's decision space, docs/ilp.md)" : "");
     else if (!strcmp(p->status, "timeout"))
         fprintf(f, "%-18stimeout: the solver found no plan in %.2f s (--time-limit)\n", "solver", p->time_limit);
+    else if (!strcmp(p->status, "stalled"))
+        fprintf(f, "%-18sstalled: GLPK stopped on numerical trouble after %.2f s, before finding a plan\n", "solver",
+                p->info.seconds);
     else if (p->placed_fallback)
         fprintf(f, "%-18s%s (its plans fragmented when placed: the order given is a fallback's)\n", "solver", p->status);
     else

@@ -220,6 +220,8 @@ typedef struct mp_rsolve_info {
     double mip_gap;           /* (objective - bound) / max(objective, tiny), 0 when optimal */
     int64_t model_peak;       /* the peak the ILP counts for the plan */
     int32_t rows, cols, binaries;
+    bool stalled;             /* GLPK stopped on a relaxation it could not solve (numerical trouble), before the
+                               * time limit: when no plan was found, that, not the limit, is why */
 } mp_rsolve_info;
 
 /* Least recompute cost with peak <= budget. INFEASIBLE is not an error. */
@@ -261,13 +263,14 @@ typedef enum mp_rbaseline {
     MP_RBASE_ALL,             /* keep only segment inputs (articulation values), recompute the rest */
     MP_RBASE_SQRT,            /* Chen et al.: every sqrt(n)-th articulation value kept */
     MP_RBASE_GREEDY,          /* DTR-style eviction under the budget: cost / (bytes * staleness) */
+    MP_RBASE_LOOKAHEAD,       /* the same, knowing the schedule: cost / (bytes * steps to the next read) */
     MP_RBASE_COUNT
 } mp_rbaseline;
 
-extern const char *const mp_rbaseline_names[MP_RBASE_COUNT]; /* "none", "all", "sqrt", "greedy" */
+extern const char *const mp_rbaseline_names[MP_RBASE_COUNT]; /* "none", "all", "sqrt", "greedy", "lookahead" */
 
-/* The baseline's order; budget is used by greedy only. Greedy fails (status
- * -1 with a message) when it cannot fit the budget. */
+/* The baseline's order; budget is used by greedy and lookahead only, which
+ * fail (status -1 with a message) when they cannot fit the budget. */
 int mp_remat_baseline(const mp_rgraph *rg, mp_rbaseline b, int64_t budget, mp_rsched *s, mp_err *err);
 
 /* ---- into IR (remat_apply.c) ---- */

@@ -11,7 +11,11 @@
  *           that are gone are recomputed on demand, depth first, and while
  *           the budget is exceeded the value with the least cost / (bytes *
  *           staleness) is evicted, its cost counting the ancestors that are
- *           gone too (DTR, Kirisame et al. 2021).
+ *           gone too (DTR, Kirisame et al. 2021);
+ *   lookahead the same simulation, but the schedule is known ahead: staleness
+ *           (how long ago a value was used) becomes the distance to its next
+ *           use, so the value evicted is the one cheap to remake per byte and
+ *           needed last (Belady's rule, weighted by cost as in DTR).
  * As in Chen et al., the last segment is never dropped: the backward starts
  * right after it. Values of non-forward producers, pinned values, graph
  * outputs and values read across more than half the forward pass are never
@@ -22,7 +26,7 @@
 
 #include "passes/remat.h"
 
-const char *const mp_rbaseline_names[MP_RBASE_COUNT] = {"none", "all", "sqrt", "greedy"};
+const char *const mp_rbaseline_names[MP_RBASE_COUNT] = {"none", "all", "sqrt", "greedy", "lookahead"};
 
 static bool flag(const uint8_t *a, int32_t i) { return a && a[i]; }
 
@@ -236,7 +240,7 @@ done:
     return rc;
 }
 
-/* ---- greedy: DTR-style eviction under the budget ---- */
+/* ---- greedy and lookahead: DTR-style eviction under the budget ---- */
 
 /* The simulation keeps at least what the recount keeps alive: an instance it
  * evicts or frees has no further use before its value is computed again, so
@@ -256,10 +260,18 @@ typedef struct greedy {
     int32_t *stack, *stack_k; /* nodes whose inputs are being made present, and the next input to check */
     int32_t depth;
     int32_t *seen, stamp;  /* nnodes: marks of the search in g_remat_cost */
+    bool lookahead;        /* evict by the distance to the next read, not by staleness */
+    int32_t *rd_off, *rd;  /* readers of each value, in node order (CSR) */
+    int32_t *next;         /* nvalues: index in rd of its next read in the store-everything order */
     int64_t max_entries;
     order o;
     mp_err *err;
 } greedy;
+
+static const char *g_name(const greedy *g)
+{
+    return mp_rbaseline_names[g->lookahead ? MP_RBASE_LOOKAHEAD : MP_RBASE_GREEDY];
+}
 
 static void g_add(greedy *g, int32_t v)
 {
@@ -305,7 +317,8 @@ static double g_remat_cost(greedy *g, int32_t v)
     return sum;
 }
 
-/* The present value that is cheapest to lose: least cost / (bytes * staleness); -1 if none may go. */
+/* The present value that is cheapest to lose: least cost / (bytes * staleness), or with lookahead / (bytes *
+ * steps to its next read); -1 if none may go. */
 static int32_t g_victim(greedy *g, int32_t now)
 {
     const mp_rgraph *rg = g->rg;
@@ -314,9 +327,12 @@ static int32_t g_victim(greedy *g, int32_t now)
     for (int32_t i = 0; i < g->npres; i++) {
         int32_t v = g->pres[i];
         if (g->lock[v] || rg->bytes[v] <= 0 || flag(rg->keep_to_end, v) || !g->replay[v]) continue;
-        double stale = (double)(now - g->touched[v] + 1);
         /* dead ones, kept only in case a sibling recomputation reads them, go first */
-        double score = g->rem[v] == 0 ? -(double)rg->bytes[v] : g_remat_cost(g, v) / ((double)rg->bytes[v] * stale);
+        double score = -(double)rg->bytes[v];
+        if (g->rem[v] > 0) { /* staleness in entries, or the steps to its next read (rem > 0: there is one) */
+            double away = g->lookahead ? (double)(g->rd[g->next[v]] - g->step + 1) : (double)(now - g->touched[v] + 1);
+            score = g_remat_cost(g, v) / ((double)rg->bytes[v] * away);
+        }
         if (best < 0 || score < best_score) {
             best = v;
             best_score = score;
@@ -343,8 +359,8 @@ static int g_run(greedy *g, int32_t u, bool again)
     const mp_rgraph *rg = g->rg;
     int32_t e = g->o.s.n;
     if (e >= g->max_entries)
-        return mp_fail(g->err, "greedy: a budget of %lld bytes makes it thrash: more than %lld entries",
-                       (long long)g->budget, (long long)g->max_entries);
+        return mp_fail(g->err, "%s: a budget of %lld bytes makes it thrash: more than %lld entries",
+                       g_name(g), (long long)g->budget, (long long)g->max_entries);
     if (order_push(&g->o, u, again, g->err)) return -1;
     for (int32_t k = rg->in_off[u]; k < rg->in_off[u + 1]; k++) g->touched[rg->in[k]] = e;
     for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1]; k++) {
@@ -356,15 +372,19 @@ static int g_run(greedy *g, int32_t u, bool again)
     while (g->live > g->budget) {
         int32_t v = g_victim(g, e);
         if (v < 0)
-            return mp_fail(g->err, "greedy: a budget of %lld bytes cannot run node '%s': %lld bytes are live and "
-                           "nothing more can be evicted", (long long)g->budget, node_label(rg, u),
+            return mp_fail(g->err, "%s: a budget of %lld bytes cannot run node '%s': %lld bytes are live and "
+                           "nothing more can be evicted", g_name(g), (long long)g->budget, node_label(rg, u),
                            (long long)g->live);
         g_drop(g, v);
     }
     for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1]; k++) g->lock[rg->out[k]]--;
     g_lock_inputs(g, u, -1);
     if (!again)
-        for (int32_t k = rg->in_off[u]; k < rg->in_off[u + 1]; k++) g->rem[rg->in[k]]--;
+        for (int32_t k = rg->in_off[u]; k < rg->in_off[u + 1]; k++) {
+            int32_t v = rg->in[k];
+            g->rem[v]--;
+            while (g->next[v] < g->rd_off[v + 1] && g->rd[g->next[v]] <= u) g->next[v]++;
+        }
     if (again) return 0; /* what it used last may serve the next recomputation; freed after the step */
     for (int32_t i = g->npres - 1; i >= 0; i--) g_free_dead(g, g->pres[i]); /* swap-removal keeps i valid */
     return 0;
@@ -389,8 +409,8 @@ static int g_step(greedy *g, int32_t i)
         if (k < rg->in_off[u + 1]) {
             int32_t w = rg->in[k], p = rg->producer[w];
             if (!replayable(rg, p))
-                return mp_fail(g->err, "greedy: node '%s' needs value %d of '%s' again, which cannot be recomputed",
-                               node_label(rg, u), w, node_label(rg, p));
+                return mp_fail(g->err, "%s: node '%s' needs value %d of '%s' again, which cannot be recomputed",
+                               g_name(g), node_label(rg, u), w, node_label(rg, p));
             g_push(g, p); /* p < u: the stack is at most as deep as the graph */
             continue;
         }
@@ -400,10 +420,10 @@ static int g_step(greedy *g, int32_t i)
     return 0;
 }
 
-static int greedy_order(const mp_rgraph *rg, int64_t budget, mp_rsched *s, mp_err *err)
+static int greedy_order(const mp_rgraph *rg, int64_t budget, bool lookahead, mp_rsched *s, mp_err *err)
 {
     size_t nvv = (size_t)rg->nvalues + 1, nn = (size_t)rg->nnodes + 1;
-    greedy g = {.rg = rg, .budget = budget, .err = err};
+    greedy g = {.rg = rg, .budget = budget, .lookahead = lookahead, .err = err};
     g.present = calloc(nvv, 1);
     g.replay = calloc(nvv, 1);
     g.need = malloc(nvv * sizeof *g.need);
@@ -419,20 +439,27 @@ static int greedy_order(const mp_rgraph *rg, int64_t budget, mp_rsched *s, mp_er
     if (g.max_entries > INT32_MAX / 2) g.max_entries = INT32_MAX / 2;
     int rc = -1;
     if (!g.present || !g.replay || !g.need || !g.lock || !g.rem || !g.touched || !g.pos || !g.pres || !g.stack || !g.stack_k || !g.seen) {
-        mp_fail(err, "greedy: out of memory");
+        mp_fail(err, "%s: out of memory", g_name(&g));
         goto done;
     }
+    if (readers_build(rg, &g.rd_off, &g.rd, err)) goto done;
+    g.next = malloc(nvv * sizeof *g.next);
+    if (!g.next) {
+        mp_fail(err, "%s: out of memory", g_name(&g));
+        goto done;
+    }
+    for (int32_t v = 0; v < rg->nvalues; v++) g.next[v] = g.rd_off[v];
     int64_t total = 0;
     for (int32_t v = 0; v < rg->nvalues; v++) {
         g.pos[v] = -1;
         if (!mp_add_ok(total, rg->bytes[v], &total)) {
-            mp_fail(err, "greedy: the graph's bytes overflow 64 bits");
+            mp_fail(err, "%s: the graph's bytes overflow 64 bits", g_name(&g));
             goto done;
         }
         if (rg->producer[v] < 0) g.live += rg->bytes[v];
     }
     if (g.live > budget) {
-        mp_fail(err, "greedy: the resident values alone (%lld bytes) exceed the budget of %lld bytes",
+        mp_fail(err, "%s: the resident values alone (%lld bytes) exceed the budget of %lld bytes", g_name(&g),
                 (long long)g.live, (long long)budget);
         goto done;
     }
@@ -467,6 +494,9 @@ done:
     free(g.stack);
     free(g.stack_k);
     free(g.seen);
+    free(g.rd_off);
+    free(g.rd);
+    free(g.next);
     if (rc) mp_rsched_free(&g.o.s);
     else *s = g.o.s;
     return rc;
@@ -493,7 +523,8 @@ int mp_remat_baseline(const mp_rgraph *rg, mp_rbaseline b, int64_t budget, mp_rs
     switch (b) {
     case MP_RBASE_ALL: return checkpoint_order(rg, false, s, err);
     case MP_RBASE_SQRT: return checkpoint_order(rg, true, s, err);
-    case MP_RBASE_GREEDY: return greedy_order(rg, budget, s, err);
+    case MP_RBASE_GREEDY: return greedy_order(rg, budget, false, s, err);
+    case MP_RBASE_LOOKAHEAD: return greedy_order(rg, budget, true, s, err);
     default: return mp_fail(err, "unknown rematerialization baseline %d", (int)b);
     }
 }

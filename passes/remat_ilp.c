@@ -735,6 +735,7 @@ static void free_model(ilp *m)
 typedef struct solve_out {
     mp_rstatus status;
     bool found;
+    bool stalled;             /* a simplex or the search failed on numerical trouble (not on the time limit) */
     double lp_bound, bound;
     int32_t rows, cols;
 } solve_out;
@@ -773,6 +774,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         double left = deadline - now();
         smcp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
         int ret = glp_simplex(m.P, &smcp);
+        out->stalled |= ret == GLP_ESING || ret == GLP_ECOND || ret == GLP_EFAIL;
         smcp.presolve = GLP_OFF;
         st = ret == GLP_ENOPFS ? GLP_NOFEAS : glp_get_status(m.P); /* the presolver proves it without a status */
         if (st != GLP_OPT) break;
@@ -853,6 +855,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         double left = deadline - now();
         iocp.tm_lim = left > 0.001 ? (int)fmin(left * (covers ? 500 : 1000), 1e9) : 1;
         int ret = glp_intopt(m.P, &iocp);
+        out->stalled |= ret == GLP_EFAIL;
         int ms = glp_mip_status(m.P);
         bool from_heur = false; /* the plan is the first search's, kept in m.heur */
         if (covers && ms != GLP_OPT && ms != GLP_NOFEAS && ret != GLP_EMIPGAP && deadline - now() > 0.05) {
@@ -871,6 +874,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
             left = deadline - now();
             iocp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
             if (glp_get_status(m.P) == GLP_OPT) ret = glp_intopt(m.P, &iocp);
+            out->stalled |= ret == GLP_EFAIL;
             int ms2 = glp_mip_status(m.P);
             if (ms2 == GLP_OPT || ms2 == GLP_FEAS || !had) ms = ms2;
             else from_heur = true;
@@ -1155,13 +1159,20 @@ int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o,
         have = true, so.status = MP_RSOLVE_FEASIBLE;
     }
     if (!have) {
-        mp_fail(err, "remat solve: no plan found within the time limit of %g s (the budget of %lld bytes may be "
-                "infeasible; try a longer --time-limit)", o->time_limit, (long long)budget);
+        info->stalled = so.stalled;
+        if (so.stalled)
+            mp_fail(err, "remat solve: GLPK stopped on a relaxation it could not solve (numerical trouble) after "
+                    "%.2f s, before any plan was found (the budget of %lld bytes may be infeasible)", now() - t0,
+                    (long long)budget);
+        else
+            mp_fail(err, "remat solve: no plan found within the time limit of %g s (the budget of %lld bytes may be "
+                    "infeasible; try a longer --time-limit)", o->time_limit, (long long)budget);
         goto done;
     }
     memcpy(p->choice, got, (size_t)sp->ndrop * sizeof *got);
     if (mp_rplan_peak(sp, p, NULL, &info->model_peak, err)) goto done;
     info->status = so.status;
+    info->stalled = so.stalled;
     info->objective = plan_cost(sp, p->choice);
     info->lp_bound = fmin(so.bound, info->objective);
     if (info->status == MP_RSOLVE_OPTIMAL) info->lp_bound = info->objective;

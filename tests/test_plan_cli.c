@@ -327,7 +327,7 @@ START_TEST(test_schedule_recount)
 {
     if (!have_graphs()) return;
     static const char *const graphs[] = {VGG, MOBILENET, RANDOM100};
-    static const char *const strategies[] = {"ilp", "none", "all", "sqrt", "greedy"};
+    static const char *const strategies[] = {"ilp", "none", "all", "sqrt", "greedy", "lookahead"};
     static const char *const budgets[] = {"90%", "95%", "120%"};
     char path[] = "/tmp/test_plan_cli_schedXXXXXX";
     int fd = mkstemp(path);
@@ -442,7 +442,8 @@ START_TEST(test_json_fields)
                                          "plan.recompute_overhead_pct", "plan.kept", "plan.recomputed",
                                          "solver.status", "solver.seconds", "solver.mip_gap", "solver.lp_bound",
                                          "baselines.none.peak_bytes", "baselines.all.recompute_overhead_pct",
-                                         "baselines.sqrt.peak_bytes", "baselines.greedy.peak_bytes"};
+                                         "baselines.sqrt.peak_bytes", "baselines.greedy.peak_bytes",
+                                         "baselines.lookahead.recompute_overhead_pct"};
     for (size_t k = 0; k < sizeof fields / sizeof *fields; k++)
         ck_assert_msg(path_get(&d, fields[k]) >= 0, "no %s", fields[k]);
     /* the plan counts each buffer padded to the arena's 16-byte alignment */
@@ -466,7 +467,8 @@ START_TEST(test_json_fields)
     r = RUN(MODEL("cnn_bn.onnx"), "--batch", "8", "--budget", "90%", "--reserve", "0");
     ck_assert_msg(r.status == 0, "%s", r.err);
     static const char *const lines[] = {"memory (MiB)", "budget ", "reserve ", "usable ", "strategy ", "planned peak ",
-                                        "recompute ", "values ", "solver ", "any plan ", "greedy"};
+                                        "recompute ", "values ", "solver ", "any plan ", "greedy",
+                                        "lookahead"};
     for (size_t k = 0; k < sizeof lines / sizeof *lines; k++)
         ck_assert_msg(strstr(r.out, lines[k]), "no '%s' in\n%s", lines[k], r.out);
     run_free(&r);
@@ -484,7 +486,7 @@ END_TEST
 START_TEST(test_strategies_run)
 {
     if (!have_graphs()) return;
-    static const char *const strategies[] = {"ilp", "none", "all", "sqrt", "greedy"};
+    static const char *const strategies[] = {"ilp", "none", "all", "sqrt", "greedy", "lookahead"};
     int64_t ilp_overhead_x1000 = -1;
     for (size_t si = 0; si < sizeof strategies / sizeof *strategies; si++) {
         run_result r = RUN("--graph-json", MOBILENET, "--budget", "150%", "--strategy", strategies[si], "--json");

@@ -534,19 +534,21 @@ START_TEST(test_baselines_block_chain)
      * a_0 is an articulation value too); sqrt recomputes g_i too, costing more */
     ck_assert_double_eq(all.recompute_cost, 24);
     ck_assert_double_gt(sq.recompute_cost, all.recompute_cost);
-    /* greedy fits a budget between the two */
-    int64_t budget = (all.peak_bytes + none.peak_bytes) / 2;
-    mp_rcount gr = baseline(&rg, MP_RBASE_GREEDY, budget);
-    ck_assert_int_le(gr.peak_bytes, budget);
-    ck_assert_double_gt(gr.recompute_cost, 0);
-    budget = all.peak_bytes;
-    gr = baseline(&rg, MP_RBASE_GREEDY, budget);
-    ck_assert_int_le(gr.peak_bytes, budget);
-    /* below what any order needs: a clear failure */
-    mp_err err = {{0}};
-    mp_rsched s;
-    ck_assert_int_eq(mp_remat_baseline(&rg, MP_RBASE_GREEDY, 1005, &s, &err), -1);
-    ck_assert_msg(strstr(err.msg, "greedy") && strstr(err.msg, "1005"), "%s", err.msg);
+    for (int b = MP_RBASE_GREEDY; b <= MP_RBASE_LOOKAHEAD; b++) {
+        /* greedy and lookahead fit a budget between the two */
+        int64_t budget = (all.peak_bytes + none.peak_bytes) / 2;
+        mp_rcount gr = baseline(&rg, b, budget);
+        ck_assert_int_le(gr.peak_bytes, budget);
+        ck_assert_double_gt(gr.recompute_cost, 0);
+        budget = all.peak_bytes;
+        gr = baseline(&rg, b, budget);
+        ck_assert_int_le(gr.peak_bytes, budget);
+        /* below what any order needs: a clear failure, naming the baseline */
+        mp_err err = {{0}};
+        mp_rsched s;
+        ck_assert_int_eq(mp_remat_baseline(&rg, b, 1005, &s, &err), -1);
+        ck_assert_msg(strstr(err.msg, mp_rbaseline_names[b]) && strstr(err.msg, "1005"), "%s", err.msg);
+    }
     mp_rgraph_free(&rg);
 }
 END_TEST
@@ -572,16 +574,50 @@ START_TEST(test_greedy_keeps_pinned_inputs)
     tg_node(&rg, "b2", 1, false, 2, (int32_t[]){g3, c}, 1, &g2);
     tg_node(&rg, "b1", 1, false, 2, (int32_t[]){g2, a}, 1, &g1);
     ck_assert_int_eq(count_identity(&rg).peak_bytes, 3020);
-    mp_err err = {{0}};
-    mp_rsched s;
-    ck_assert_msg(mp_remat_baseline(&rg, MP_RBASE_GREEDY, 2100, &s, &err) == 0, "%s", err.msg);
-    mp_rcount k = count_ok(&rg, &s);
-    ck_assert_int_le(k.peak_bytes, 2100);
-    ck_assert_double_eq(k.recompute_cost, 1);
-    bool reran_f1 = false;
-    for (int32_t e = 0; e < s.n; e++) reran_f1 |= s.recompute[e] && s.node[e] == f1;
-    ck_assert(reran_f1);
-    mp_rsched_free(&s);
+    for (int b = MP_RBASE_GREEDY; b <= MP_RBASE_LOOKAHEAD; b++) {
+        mp_err err = {{0}};
+        mp_rsched s;
+        ck_assert_msg(mp_remat_baseline(&rg, b, 2100, &s, &err) == 0, "%s", err.msg);
+        mp_rcount k = count_ok(&rg, &s);
+        ck_assert_int_le(k.peak_bytes, 2100);
+        ck_assert_double_eq(k.recompute_cost, 1);
+        bool reran_f1 = false;
+        for (int32_t e = 0; e < s.n; e++) reran_f1 |= s.recompute[e] && s.node[e] == f1;
+        ck_assert_msg(reran_f1, "%s", mp_rbaseline_names[b]);
+        mp_rsched_free(&s);
+    }
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* Where LRU thrashes and Belady does not. a, b, c (100 each) are remade from
+ * the resident x at cost 1; the backward reads them in turn twice (g_i, 1
+ * byte, chains the reads) and a budget of 205 holds two of them. Greedy evicts
+ * the stalest, which is the next one read: the forward evicts a, and each of
+ * b1..b5 brings back its value and evicts the one read next (until a dies
+ * after b4), 5 recomputations. Lookahead evicts the one read last: b after
+ * the forward, a at b2 (needed at b4, c at b3), c at b4; 3 recomputations. */
+START_TEST(test_lookahead_cyclic_reads)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t x = tg_value(&rg, 0), v[3], g = -1;
+    for (int i = 0; i < 3; i++) {
+        v[i] = tg_value(&rg, 100);
+        tg_node(&rg, (const char *[]){"fa", "fb", "fc"}[i], 1, true, 1, &x, 1, &v[i]);
+    }
+    for (int i = 0; i < 6; i++) {
+        int32_t ng = tg_value(&rg, 1);
+        tg_node(&rg, (const char *[]){"b1", "b2", "b3", "b4", "b5", "b6"}[i], 1, false, g < 0 ? 1 : 2,
+                (int32_t[]){v[i % 3], g}, 1, &ng);
+        g = ng;
+    }
+    rg.keep_to_end[g] = 1;
+    mp_rcount gr = baseline(&rg, MP_RBASE_GREEDY, 205), la = baseline(&rg, MP_RBASE_LOOKAHEAD, 205);
+    ck_assert_int_le(gr.peak_bytes, 205);
+    ck_assert_int_le(la.peak_bytes, 205);
+    ck_assert_double_eq(gr.recompute_cost, 5);
+    ck_assert_double_eq(la.recompute_cost, 3);
     mp_rgraph_free(&rg);
 }
 END_TEST
@@ -636,22 +672,24 @@ START_TEST(test_baselines_random)
         mp_rcount none = baseline(&rg, MP_RBASE_NONE, 0);
         baseline(&rg, MP_RBASE_ALL, 0);
         baseline(&rg, MP_RBASE_SQRT, 0);
-        for (int f = 5; f <= 10; f++) {
-            int64_t budget = none.peak_bytes * f / 10;
-            mp_err err = {{0}};
-            mp_rsched s;
-            if (mp_remat_baseline(&rg, MP_RBASE_GREEDY, budget, &s, &err) == 0) {
-                mp_rsched_free(&s);
-                ck_assert_int_le(baseline(&rg, MP_RBASE_GREEDY, budget).peak_bytes, budget);
-                fits++;
-            } else {
-                ck_assert_msg(strstr(err.msg, "greedy: a budget of"), "%s", err.msg);
-                ck_assert_int_lt(f, 10); /* the store-everything peak always fits */
+        for (int f = 5; f <= 10; f++)
+            for (int b = MP_RBASE_GREEDY; b <= MP_RBASE_LOOKAHEAD; b++) {
+                int64_t budget = none.peak_bytes * f / 10;
+                mp_err err = {{0}};
+                mp_rsched s;
+                if (mp_remat_baseline(&rg, b, budget, &s, &err) == 0) {
+                    mp_rsched_free(&s);
+                    ck_assert_int_le(baseline(&rg, b, budget).peak_bytes, budget);
+                    fits++;
+                } else {
+                    ck_assert_msg(strstr(err.msg, ": a budget of") && strstr(err.msg, mp_rbaseline_names[b]), "%s",
+                                  err.msg);
+                    ck_assert_int_lt(f, 10); /* the store-everything peak always fits */
+                }
             }
-        }
         mp_rgraph_free(&rg);
     }
-    ck_assert_int_gt(fits, 100); /* of 120, down to half the store-everything peak */
+    ck_assert_int_gt(fits, 200); /* of 240, down to half the store-everything peak */
 }
 END_TEST
 
@@ -684,7 +722,7 @@ START_TEST(test_baselines_odd_graphs)
 END_TEST
 
 /* The Checkmate training graphs: every baseline's order counts, and greedy
- * either fits 0.9 of the store-everything peak or says why not. */
+ * and lookahead either fit 0.9 of the store-everything peak or say why not. */
 START_TEST(test_baselines_checkmate)
 {
     const char *dir = MEMPLAN_SHARED "/remat-graphs";
@@ -706,12 +744,14 @@ START_TEST(test_baselines_checkmate)
         ck_assert_msg(sq.peak_bytes <= none.peak_bytes && all.peak_bytes <= none.peak_bytes, "%s", e->d_name);
         ck_assert_double_ge(sq.recompute_cost, all.recompute_cost); /* sqrt keeps a subset of all's checkpoints */
         int64_t budget = none.peak_bytes / 10 * 9;
-        mp_rsched s;
-        if (mp_remat_baseline(&rg, MP_RBASE_GREEDY, budget, &s, &err) == 0) {
-            ck_assert_int_le(count_ok(&rg, &s).peak_bytes, budget);
-            mp_rsched_free(&s);
-        } else {
-            ck_assert_msg(strstr(err.msg, "greedy: a budget of"), "%s: %s", e->d_name, err.msg);
+        for (int b = MP_RBASE_GREEDY; b <= MP_RBASE_LOOKAHEAD; b++) {
+            mp_rsched s;
+            if (mp_remat_baseline(&rg, b, budget, &s, &err) == 0) {
+                ck_assert_int_le(count_ok(&rg, &s).peak_bytes, budget);
+                mp_rsched_free(&s);
+            } else {
+                ck_assert_msg(strstr(err.msg, ": a budget of"), "%s: %s", e->d_name, err.msg);
+            }
         }
         mp_rgraph_free(&rg);
         graphs++;
@@ -874,6 +914,7 @@ int main(void)
     tcase_add_test(t, test_baselines_sqrt_memory);
     tcase_add_test(t, test_baselines_shared_mask);
     tcase_add_test(t, test_greedy_keeps_pinned_inputs);
+    tcase_add_test(t, test_lookahead_cyclic_reads);
     tcase_add_test(t, test_baselines_random);
     tcase_add_test(t, test_baselines_odd_graphs);
     tcase_add_test(t, test_baselines_checkmate);
