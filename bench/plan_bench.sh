@@ -3,7 +3,7 @@
 # model and budget (a fraction of the store-everything peak), the wall time of
 # the whole command (import, training step, ILP, baselines), the recompute
 # overhead of the plan, the bound on every plan's (solver.any_plan_bound), the
-# sqrt and greedy baselines' overhead, and the MIP gap.
+# sqrt, greedy and lookahead baselines' overhead, and the MIP gap.
 #
 #   bench/plan_bench.sh [BUILD_DIR] [EXTRA_MODELS_DIR]
 #
@@ -34,8 +34,8 @@ def o(k):
     return "%.2f" % r["recompute_overhead_pct"] if r and r["peak_bytes"] <= p["usable_bytes"] else "-"
 gap = "%.2f %%" % (100 * s["mip_gap"]) if s["mip_gap"] is not None else "-"
 anyb = "%.2f" % (100 * s["any_plan_bound"] / p["step_cost"]) if s.get("any_plan_bound") is not None else "-"
-print("| %s | %s %% | %.2f | %.2f | %s | %s | %s | %s | %s | %s |" % (sys.argv[1], sys.argv[2], float(sys.argv[3]),
-      p["recompute_overhead_pct"], anyb, p["order_from"], o("sqrt"), o("greedy"), s["status"], gap))
+print("| %s | %s %% | %.2f | %.2f | %s | %s | %s | %s | %s | %s | %s |" % (sys.argv[1], sys.argv[2], float(sys.argv[3]),
+      p["recompute_overhead_pct"], anyb, p["order_from"], o("sqrt"), o("greedy"), o("lookahead"), s["status"], gap))
 ' "$name" "$b" "$(echo "$t1 - $t0" | bc)"
         else
             t1=$(date +%s.%N)
@@ -46,8 +46,8 @@ print("| %s | %s %% | %.2f | %.2f | %s | %s | %s | %s | %s | %s |" % (sys.argv[1
     done
 }
 
-echo "| model | budget | wall s | ILP overhead % | any plan >= % | order from | sqrt % | greedy % | solver | gap |"
-echo "|---|---:|---:|---:|---:|---|---:|---:|---|---:|"
+echo "| model | budget | wall s | ILP overhead % | any plan >= % | order from | sqrt % | greedy % | lookahead % | solver | gap |"
+echo "|---|---:|---:|---:|---:|---|---:|---:|---:|---|---:|"
 if [ -d "$SHARED" ]; then
     row "resnet50_train b32" "$SHARED/resnet50_train.onnx" --batch 32 -- 90 70 50
     row "gpt2_small_like_train b4 s1024" "$SHARED/gpt2_small_like_train.onnx" --batch 4 --dim sequence=1024 -- 90 70 60 50 45 42 41 40
