@@ -388,13 +388,13 @@ static int report_infeasible(plan *p, const char *why)
         }
     }
     if (have && c.peak_bytes > min_peak) min_peak = c.peak_bytes; /* the recount is the referee */
-    if (p->strategy == STRATEGY_ILP) { /* a baseline's order may go lower than the program's space */
-        least_baseline(p);
-        if (p->base_least < min_peak) {
-            if (have) mp_rsched_free(&o);
-            have = candidate_order(p, 1, &o, &from, &err) == 0;
-            min_peak = p->base_least, lower = lower < min_peak ? lower : min_peak;
-        }
+    /* a baseline's order may go lower than the program's space, and the ILP strategy takes it (the line states
+     * the ILP strategy's smallest budget under every strategy: a lower baseline's order is part of it) */
+    least_baseline(p);
+    if (p->base_least < min_peak) {
+        if (have) mp_rsched_free(&o);
+        have = candidate_order(p, 1, &o, &from, &err) == 0;
+        min_peak = p->base_least, lower = lower < min_peak ? lower : min_peak;
     }
     /* that order placed: when its arena fragments past its live bytes, the
      * smallest arena placed is what is proven feasible (the plan must fit as

@@ -238,6 +238,16 @@ START_TEST(test_smallest_feasible)
         ck_assert_msg(strstr(v.err, "the least peak of memplan's plans is") && strstr(v.err, "no order goes below"), "%s",
                       v.err);
         run_free(&v);
+        /* the line names the ILP strategy's smallest budget under every strategy: on MobileNet a baseline's order
+         * goes below the least peak of the ILP's space, and a baseline strategy's line counts it too */
+        v = RUN("--graph-json", MOBILENET, "--budget", "1000B");
+        run_result g = RUN("--graph-json", MOBILENET, "--budget", "1000B", "--strategy", "greedy");
+        assert_one_line_error(&v, 3);
+        assert_one_line_error(&g, 3);
+        ck_assert_msg(strstr(g.err, "with --strategy ilp"), "%s", g.err);
+        ck_assert_int_eq(smallest_budget(&g), smallest_budget(&v));
+        run_free(&v);
+        run_free(&g);
     }
     /* a model: the default reserve (512 MiB) is part of the smallest budget */
     check_smallest((const char *[]){MODEL("mlp.onnx"), "--batch", "8"}, 3);
