@@ -253,7 +253,6 @@ typedef struct greedy {
     int32_t *need;         /* nvalues: the last step whose recomputations may read it */
     int32_t step;          /* the store-everything step being run */
     int32_t *lock;         /* nvalues: inputs of pending entries and outputs of the running one */
-    int32_t *rem;          /* nvalues: reads left in the store-everything order */
     int32_t *touched;      /* nvalues: entry of the last access, for staleness */
     int32_t *pos, *pres;   /* the present non-resident values, and each one's index there (-1 absent) */
     int32_t npres;
@@ -262,7 +261,8 @@ typedef struct greedy {
     int32_t *seen, stamp;  /* nnodes: marks of the search in g_remat_cost */
     bool lookahead;        /* evict by the distance to the next read, not by staleness */
     int32_t *rd_off, *rd;  /* readers of each value, in node order (CSR) */
-    int32_t *next;         /* nvalues: index in rd of its next read in the store-everything order */
+    int32_t *next;         /* nvalues: index in rd of its next read in the store-everything order; the reads
+                            * from there on are the ones left */
     int64_t max_entries;
     order o;
     mp_err *err;
@@ -272,6 +272,9 @@ static const char *g_name(const greedy *g)
 {
     return mp_rbaseline_names[g->lookahead ? MP_RBASE_LOOKAHEAD : MP_RBASE_GREEDY];
 }
+
+/* Reads of v left in the store-everything order. */
+static int32_t g_reads_left(const greedy *g, int32_t v) { return g->rd_off[v + 1] - g->next[v]; }
 
 static void g_add(greedy *g, int32_t v)
 {
@@ -329,7 +332,7 @@ static int32_t g_victim(greedy *g, int32_t now)
         if (g->lock[v] || rg->bytes[v] <= 0 || flag(rg->keep_to_end, v) || !g->replay[v]) continue;
         /* dead ones, kept only in case a sibling recomputation reads them, go first */
         double score = -(double)rg->bytes[v];
-        if (g->rem[v] > 0) { /* staleness in entries, or the steps to its next read (rem > 0: there is one) */
+        if (g_reads_left(g, v) > 0) { /* staleness in entries, or the steps to its next read */
             double away = g->lookahead ? (double)(g->rd[g->next[v]] - g->step + 1) : (double)(now - g->touched[v] + 1);
             score = g_remat_cost(g, v) / ((double)rg->bytes[v] * away);
         }
@@ -348,7 +351,7 @@ static void g_lock_inputs(greedy *g, int32_t u, int32_t d)
 
 static void g_free_dead(greedy *g, int32_t v)
 {
-    if (g->rg->producer[v] >= 0 && g->present[v] && g->rem[v] == 0 && g->lock[v] == 0 &&
+    if (g->rg->producer[v] >= 0 && g->present[v] && g_reads_left(g, v) == 0 && g->lock[v] == 0 &&
         !flag(g->rg->keep_to_end, v) && (g->replay[v] || g->step >= g->need[v]))
         g_drop(g, v);
 }
@@ -380,9 +383,8 @@ static int g_run(greedy *g, int32_t u, bool again)
     for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1]; k++) g->lock[rg->out[k]]--;
     g_lock_inputs(g, u, -1);
     if (!again)
-        for (int32_t k = rg->in_off[u]; k < rg->in_off[u + 1]; k++) {
+        for (int32_t k = rg->in_off[u]; k < rg->in_off[u + 1]; k++) { /* past u's reads (it may read v twice) */
             int32_t v = rg->in[k];
-            g->rem[v]--;
             while (g->next[v] < g->rd_off[v + 1] && g->rd[g->next[v]] <= u) g->next[v]++;
         }
     if (again) return 0; /* what it used last may serve the next recomputation; freed after the step */
@@ -428,26 +430,22 @@ static int greedy_order(const mp_rgraph *rg, int64_t budget, bool lookahead, mp_
     g.replay = calloc(nvv, 1);
     g.need = malloc(nvv * sizeof *g.need);
     g.lock = calloc(nvv, sizeof *g.lock);
-    g.rem = calloc(nvv, sizeof *g.rem);
     g.touched = calloc(nvv, sizeof *g.touched);
     g.pos = malloc(nvv * sizeof *g.pos);
     g.pres = malloc(nvv * sizeof *g.pres);
     g.stack = malloc(nn * sizeof *g.stack);
     g.stack_k = malloc(nn * sizeof *g.stack_k);
     g.seen = calloc(nn, sizeof *g.seen);
+    g.next = malloc(nvv * sizeof *g.next);
     g.max_entries = 16 * (int64_t)rg->nnodes + 1024; /* each node run 16 times: thrashing */
     if (g.max_entries > INT32_MAX / 2) g.max_entries = INT32_MAX / 2;
     int rc = -1;
-    if (!g.present || !g.replay || !g.need || !g.lock || !g.rem || !g.touched || !g.pos || !g.pres || !g.stack || !g.stack_k || !g.seen) {
+    if (!g.present || !g.replay || !g.need || !g.lock || !g.touched || !g.pos || !g.pres || !g.stack || !g.stack_k || !g.seen ||
+        !g.next) {
         mp_fail(err, "%s: out of memory", g_name(&g));
         goto done;
     }
     if (readers_build(rg, &g.rd_off, &g.rd, err)) goto done;
-    g.next = malloc(nvv * sizeof *g.next);
-    if (!g.next) {
-        mp_fail(err, "%s: out of memory", g_name(&g));
-        goto done;
-    }
     for (int32_t v = 0; v < rg->nvalues; v++) g.next[v] = g.rd_off[v];
     int64_t total = 0;
     for (int32_t v = 0; v < rg->nvalues; v++) {
@@ -463,7 +461,6 @@ static int greedy_order(const mp_rgraph *rg, int64_t budget, bool lookahead, mp_
                 (long long)g.live, (long long)budget);
         goto done;
     }
-    for (int32_t k = 0; k < rg->in_off[rg->nnodes]; k++) g.rem[rg->in[k]]++;
     /* need: a value may be read up to its last use, and, as the input of a node run again, up to the need
      * of that node's outputs; one that cannot be recomputed (non-forward, pinned) stays until then */
     for (int32_t v = 0; v < rg->nvalues; v++) g.need[v] = rg->producer[v];
@@ -487,7 +484,6 @@ done:
     free(g.replay);
     free(g.need);
     free(g.lock);
-    free(g.rem);
     free(g.touched);
     free(g.pos);
     free(g.pres);

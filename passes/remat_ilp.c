@@ -1158,8 +1158,8 @@ int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o,
         memcpy(got, warm, (size_t)sp->ndrop * sizeof *got);
         have = true, so.status = MP_RSOLVE_FEASIBLE;
     }
+    info->stalled = so.stalled;
     if (!have) {
-        info->stalled = so.stalled;
         if (so.stalled)
             mp_fail(err, "remat solve: GLPK stopped on a relaxation it could not solve (numerical trouble) after "
                     "%.2f s, before any plan was found (the budget of %lld bytes may be infeasible)", now() - t0,
@@ -1172,7 +1172,6 @@ int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o,
     memcpy(p->choice, got, (size_t)sp->ndrop * sizeof *got);
     if (mp_rplan_peak(sp, p, NULL, &info->model_peak, err)) goto done;
     info->status = so.status;
-    info->stalled = so.stalled;
     info->objective = plan_cost(sp, p->choice);
     info->lp_bound = fmin(so.bound, info->objective);
     if (info->status == MP_RSOLVE_OPTIMAL) info->lp_bound = info->objective;
