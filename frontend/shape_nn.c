@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/einsum.h"
 #include "shape_nn.h"
 
 /* ---- helpers (shape_nn.h) ------------------------------------------------ */
@@ -142,16 +143,6 @@ int shape_Gemm(mp_graph *g, mp_node *n, mp_err *err)
 
 /* ---- Einsum ------------------------------------------------------------------ */
 
-/* Label index of an equation letter: a-z then A-Z; -1 otherwise. */
-static int einsum_label(char c)
-{
-    if (c >= 'a' && c <= 'z') return c - 'a';
-    if (c >= 'A' && c <= 'Z') return 26 + c - 'A';
-    return -1;
-}
-
-static char einsum_char(int label) { return (char)(label < 26 ? 'a' + label : 'A' + label - 26); }
-
 /* One operand term of the equation: labels in order, and where "..." is. */
 typedef struct einsum_term {
     int labels[MP_MAX_RANK];
@@ -161,23 +152,7 @@ typedef struct einsum_term {
 
 static int einsum_parse_term(const char *s, size_t len, einsum_term *t, mp_err *err)
 {
-    t->nlabels = 0;
-    t->ellipsis_at = -1;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == ' ') continue;
-        if (s[i] == '.') {
-            if (i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.' || t->ellipsis_at >= 0)
-                return mp_fail(err, "equation has a stray '.' or more than one '...' in a term");
-            t->ellipsis_at = t->nlabels;
-            i += 2;
-            continue;
-        }
-        int l = einsum_label(s[i]);
-        if (l < 0) return mp_fail(err, "equation has an invalid character '%c'", s[i]);
-        if (t->nlabels >= MP_MAX_RANK) return mp_fail(err, "equation term has more than %d labels", MP_MAX_RANK);
-        t->labels[t->nlabels++] = l;
-    }
-    return 0;
+    return mp_einsum_term(s, len, t->labels, &t->nlabels, &t->ellipsis_at, err);
 }
 
 int shape_Einsum(mp_graph *g, mp_node *n, mp_err *err)
@@ -219,7 +194,7 @@ int shape_Einsum(mp_graph *g, mp_node *n, mp_err *err)
                 int l = term.labels[i], at = term.ellipsis_at < 0 || i < term.ellipsis_at ? i : i + ne;
                 mp_dim d = x->dims[at], *ld = &label_dim[l];
                 if (ld->v >= 0 && d.v >= 0 && ld->v != d.v && ld->v != 1 && d.v != 1)
-                    return mp_fail(err, "label '%c' is %s in one operand and %s in operand %d", einsum_char(l),
+                    return mp_fail(err, "label '%c' is %s in one operand and %s in operand %d", mp_einsum_char(l),
                                    mp_dim_str(g, *ld, s1), mp_dim_str(g, d, s2), k);
                 /* first use binds; later a 1 gives way to the other size (numpy broadcasting) */
                 if (!bound[l] || ld->v == 1)

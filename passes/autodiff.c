@@ -92,6 +92,13 @@ static mp_attr *new_attr(mp_graph *g, mp_node *n, const char *name, mp_attr_type
 void ad_attr_int(mp_graph *g, mp_node *n, const char *name, int64_t v) { new_attr(g, n, name, MP_ATTR_INT)->i = v; }
 void ad_attr_float(mp_graph *g, mp_node *n, const char *name, float v) { new_attr(g, n, name, MP_ATTR_FLOAT)->f = v; }
 
+void ad_attr_str(mp_graph *g, mp_node *n, const char *name, const char *v)
+{
+    mp_attr *a = new_attr(g, n, name, MP_ATTR_STRING);
+    a->s = mp_arena_strdup(g->arena, v);
+    a->slen = strlen(v);
+}
+
 void ad_attr_ints(mp_graph *g, mp_node *n, const char *name, const int64_t *v, int count)
 {
     mp_attr *a = new_attr(g, n, name, MP_ATTR_INTS);

@@ -44,6 +44,7 @@ int32_t ad_emit(mp_ad *ad, const char *op, const char *domain, int nin, const in
 /* Attribute setters (append to n's attributes). */
 void ad_attr_int(mp_graph *g, mp_node *n, const char *name, int64_t v);
 void ad_attr_float(mp_graph *g, mp_node *n, const char *name, float v);
+void ad_attr_str(mp_graph *g, mp_node *n, const char *name, const char *v);
 void ad_attr_ints(mp_graph *g, mp_node *n, const char *name, const int64_t *v, int count);
 /* Copies every attribute of the forward node src (by id) onto n. */
 void ad_attr_copy(mp_graph *g, mp_node *n, int32_t src);

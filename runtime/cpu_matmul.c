@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/einsum.h"
 #include "kernels.h"
 
 /* Tiles of C (TM x TN), summed over K in TK steps: 22 MiB of double at most. */
@@ -195,117 +196,60 @@ int mp_cpu_Gemm(const mp_kargs *k, mp_err *err)
 
 /* ---- Einsum ---------------------------------------------------------------------- */
 
-/* Labels: letters map to 0..51; the axes covered by "..." to 52 and up, right-aligned. */
-#define EIN_LABELS (52 + MP_MAX_RANK)
-
-static int ein_label(char c)
-{
-    if (c >= 'a' && c <= 'z') return c - 'a';
-    if (c >= 'A' && c <= 'Z') return 26 + c - 'A';
-    return -1;
-}
-
-/* Parses one term of `n` axes into labels[]; ell = axes covered by "...". */
-static int ein_term(const char *s, const char *e, int rank, int *labels, int *nl, int *ell, mp_err *err)
-{
-    int count = 0, dots = -1;
-    for (const char *p = s; p < e; p++) {
-        if (*p == ' ') continue;
-        if (*p == '.') {
-            if (dots >= 0 || e - p < 3 || p[1] != '.' || p[2] != '.') return mp_fail(err, "bad ellipsis in equation");
-            dots = count;
-            p += 2;
-            continue;
-        }
-        if (ein_label(*p) < 0) return mp_fail(err, "bad label '%c' in equation", *p);
-        count++;
-    }
-    *ell = dots >= 0 ? rank - count : 0;
-    if (*ell < 0 || (dots < 0 && count != rank)) return mp_fail(err, "term has %d labels for rank %d", count, rank);
-    int at = 0;
-    for (const char *p = s; p < e; p++) {
-        if (*p == ' ') continue;
-        if (*p == '.') {
-            for (int i = 0; i < *ell; i++) labels[at++] = 52 + MP_MAX_RANK - *ell + i;
-            p += 2;
-            continue;
-        }
-        labels[at++] = ein_label(*p);
-    }
-    *nl = at;
-    return 0;
-}
-
 int mp_cpu_Einsum(const mp_kargs *k, mp_err *err)
 {
     mp_tensor *y = mp_kout(k, 0);
     const char *eq = mp_attr_str(k->node, "equation", NULL);
-    if (!y || !eq || k->nin < 1 || k->nin > 8) return mp_fail(err, "needs an equation, 1..8 inputs and an output");
+    if (!y || !eq || k->nin < 1 || k->nin > MP_EINSUM_MAX_IN) return mp_fail(err, "needs an equation, 1..8 inputs and an output");
     if (y->dtype != MP_FLOAT && y->dtype != MP_DOUBLE && !mp_dtype_is_int(y->dtype)) return mp_kunsupported(err, "dtype %s", mp_dtype_name(y->dtype));
-    int lab[8][MP_MAX_RANK], nl[8], ell[8], maxell = 0;
-    int64_t size[EIN_LABELS];
-    int count[EIN_LABELS] = {0};
-    for (int i = 0; i < EIN_LABELS; i++) size[i] = -1;
-    const char *p = eq, *arrow = strstr(eq, "->");
+    int ranks[MP_EINSUM_MAX_IN];
     for (int t = 0; t < k->nin; t++) {
-        const mp_tensor *x = k->in[t];
-        if (!x || x->dtype != y->dtype) return mp_fail(err, "input %d missing or of another dtype", t);
-        const char *e = p;
-        while (*e && *e != ',' && (!arrow || e < arrow)) e++;
-        if (ein_term(p, e, x->rank, lab[t], &nl[t], &ell[t], err)) return -1;
-        if (ell[t] > maxell) maxell = ell[t];
-        for (int i = 0; i < nl[t]; i++) {
-            int l = lab[t][i];
-            int64_t d = x->dims[i];
+        if (!k->in[t] || k->in[t]->dtype != y->dtype) return mp_fail(err, "input %d missing or of another dtype", t);
+        ranks[t] = k->in[t]->rank;
+    }
+    mp_einsum e;
+    if (mp_einsum_parse(eq, k->nin, ranks, &e, err)) return -1;
+    /* a label's size: the one other than 1 (broadcasting), checked to agree */
+    int64_t size[MP_EINSUM_LABELS];
+    for (int l = 0; l < MP_EINSUM_LABELS; l++) size[l] = -1;
+    for (int t = 0; t < k->nin; t++)
+        for (int i = 0; i < e.rank[t]; i++) {
+            int l = e.label[t][i];
+            int64_t d = k->in[t]->dims[i];
             if (size[l] < 0 || size[l] == 1) size[l] = d;
-            else if (d != size[l] && !(l >= 52 && d == 1)) return mp_fail(err, "label sizes disagree");
-            count[l]++;
+            else if (d != size[l] && d != 1) return mp_fail(err, "label sizes disagree");
         }
-        p = *e == ',' ? e + 1 : e;
-        if (t + 1 < k->nin && *e != ',') return mp_fail(err, "equation has fewer terms than inputs");
-    }
-    int olab[MP_MAX_RANK], no = 0, oell = 0;
-    if (arrow) {
-        if (ein_term(arrow + 2, arrow + 2 + strlen(arrow + 2), y->rank, olab, &no, &oell, err)) return -1;
-        if (oell && oell != maxell) return mp_fail(err, "output ellipsis covers %d axes, inputs %d", oell, maxell);
-    } else { /* implicit: ellipsis axes, then labels seen once, alphabetically */
-        for (int i = 0; i < maxell; i++) olab[no++] = 52 + MP_MAX_RANK - maxell + i;
-        for (int l = 0; l < 52; l++)
-            if (count[l] == 1) {
-                if (no == MP_MAX_RANK) return mp_fail(err, "implicit output rank exceeds %d", MP_MAX_RANK);
-                olab[no++] = l;
-            }
-    }
+    const int *olab = e.out;
+    int no = e.out_rank;
     if (no != y->rank) return mp_fail(err, "output has rank %d, equation gives %d", y->rank, no);
-    bool in_out[EIN_LABELS] = {0};
+    bool in_out[MP_EINSUM_LABELS] = {0};
     for (int i = 0; i < no; i++) {
-        if (size[olab[i]] < 0) return mp_fail(err, "output label not in any input");
         if (size[olab[i]] != y->dims[i]) return mp_fail(err, "output dim %d disagrees", i);
         in_out[olab[i]] = true;
     }
-    int sum[EIN_LABELS], ns = 0;
-    for (int l = 0; l < EIN_LABELS; l++)
+    int sum[MP_EINSUM_LABELS], ns = 0;
+    for (int l = 0; l < MP_EINSUM_LABELS; l++)
         if (size[l] >= 0 && !in_out[l]) sum[ns++] = l;
     /* every input's element stride per label (0 for broadcast axes) */
-    int64_t str[8][EIN_LABELS];
+    int64_t str[MP_EINSUM_MAX_IN][MP_EINSUM_LABELS];
     for (int t = 0; t < k->nin; t++) {
         int64_t xs[MP_MAX_RANK];
         memset(str[t], 0, sizeof str[t]);
         mp_strides(k->in[t]->rank, k->in[t]->dims, xs);
-        for (int i = 0; i < nl[t]; i++)
-            if (k->in[t]->dims[i] != 1) str[t][lab[t][i]] += xs[i];
+        for (int i = 0; i < e.rank[t]; i++)
+            if (k->in[t]->dims[i] != 1) str[t][e.label[t][i]] += xs[i];
     }
     int64_t inner = 1;
     for (int i = 0; i < ns; i++) inner *= size[sum[i]];
     bool is_int = mp_dtype_is_int(y->dtype);
     int64_t oidx[MP_MAX_RANK] = {0};
     for (int64_t o = 0; o < y->numel; o++) {
-        int64_t base[8] = {0};
+        int64_t base[MP_EINSUM_MAX_IN] = {0};
         for (int t = 0; t < k->nin; t++)
             for (int i = 0; i < no; i++) base[t] += oidx[i] * str[t][olab[i]];
         double acc = 0;
         uint64_t iacc = 0;
-        int64_t sidx[EIN_LABELS] = {0};
+        int64_t sidx[MP_EINSUM_LABELS] = {0};
         for (int64_t s = 0; s < inner; s++) {
             double prod = 1;
             uint64_t iprod = 1;

@@ -139,6 +139,24 @@ static const tcase cases[] = {
      {{"A", 'p', 2, {4, 3}}, {"B", 'p', 2, {5, 4}}, {"C", 'p', 1, {5}}},
      {{"Gemm", {"A", "B", "C"}, {"y"}, {I("transA", 1), I("transB", 1), F("alpha", 0.5f), F("beta", 2.0f)}}}},
 
+    {"einsum_batched_matmul", 17, MP_LOSS_MSE, SIGNED, {{"A", 'p', 3, {2, 3, 4}}, {"B", 'p', 3, {2, 4, 3}}},
+     {{"Einsum", {"A", "B"}, {"y"}, {S("equation", "bij,bjk->bik")}}}},
+    {"einsum_implicit_ascii_order", 17, MP_LOSS_MSE, SIGNED, {{"A", 'p', 2, {3, 4}}, {"B", 'p', 2, {4, 5}}},
+     {{"Einsum", {"A", "B"}, {"y"}, {S("equation", "Ab,bc")}}}}, /* y is [A, c]: 'A' sorts before 'c' */
+    {"einsum_ellipsis_broadcast", 17, MP_LOSS_MSE, SIGNED,
+     {{"A", 'p', 3, {2, 3, 4}}, {"B", 'p', 3, {1, 4, 2}}, {"C", 'p', 2, {2, 3}}},
+     {{"Einsum", {"A", "B"}, {"a"}, {S("equation", "...ij,...jk->...ik")}},
+      {"Einsum", {"a", "C"}, {"y"}, {S("equation", "...ik,kl->...il")}}}},
+    {"einsum_summed_labels_transpose", 17, MP_LOSS_MSE, SIGNED,
+     {{"A", 'p', 2, {3, 4}}, {"B", 'p', 2, {4, 5}}, {"C", 'p', 3, {2, 2, 3}}},
+     {{"Einsum", {"A", "B"}, {"a"}, {S("equation", "ij,jk->i")}}, /* k: B's alone, summed */
+      {"Einsum", {"C"}, {"c"}, {S("equation", "...i->i...")}}, /* C's "..." moved after i */
+      {"Einsum", {"a", "c"}, {"y"}, {S("equation", "i,ijk->jk")}}}},
+    {"einsum_three_operands_size1_label", 17, MP_LOSS_MSE, SIGNED,
+     {{"A", 'p', 2, {3, 4}}, {"B", 'p', 2, {4, 5}}, {"C", 'p', 2, {5, 2}}, {"D", 'p', 2, {2, 1}}},
+     {{"Einsum", {"A", "B", "C"}, {"a"}, {S("equation", "ij,jk,kl->il")}},
+      {"Einsum", {"a", "D"}, {"y"}, {S("equation", "il,jl->ij")}}}}, /* D's l is 1: broadcast */
+
     /* ---- convolutions ---- */
     {"conv1d_pads_strides_dilations_groups", 17, MP_LOSS_MSE, SIGNED,
      {{"x", 'x', 3, {2, 4, 9}}, {"p", 'p', 3, {2, 4, 9}}, {"W", 'p', 3, {6, 2, 3}}, {"B", 'p', 1, {6}}},
@@ -494,9 +512,11 @@ START_TEST(unsupported_cases)
          {{"Resize", {"p", "", "", "sz"}, {"y"}}}},
         {"min_of_three", 17, MP_LOSS_MSE, SIGNED, {{"p", 'p', 1, {3}}, {"q", 'p', 1, {3}}, {"r", 'p', 1, {3}}},
          {{"Min", {"p", "q", "r"}, {"y"}}}},
+        {"einsum_diagonal", 17, MP_LOSS_MSE, SIGNED, {{"p", 'p', 2, {3, 3}}},
+         {{"Einsum", {"p"}, {"y"}, {S("equation", "ii->i")}}}},
     };
-    static const char *const why[] = {"mode 'linear'", "axis 2 (4 -> 6)", "3 inputs"};
-    for (int k = 0; k < 3; k++) {
+    static const char *const why[] = {"mode 'linear'", "axis 2 (4 -> 6)", "3 inputs", "repeats label 'i'"};
+    for (int k = 0; k < 4; k++) {
         const char *miss = missing(&bad[k]);
         if (miss) {
             printf("  %-40s SKIPPED: %s\n", bad[k].name, miss);
