@@ -76,6 +76,7 @@ PER_OUTPUT(cost_eltwise, 1)                                  /* add, mul, compar
 PER_OUTPUT(cost_eltwise_few, 4)                              /* a few multiply-adds: hard sigmoid, dtanh, dropout */
 PER_OUTPUT(cost_eltwise_transcendental, MP_COST_TRANSCENDENTAL) /* exp, erf, gelu, sigmoid and their gradients */
 PER_OUTPUT(cost_interp, 4)                                   /* resampling: a blend of neighbours per output */
+PER_INPUT(cost_interp_grad, 4)                               /* its adjoint: each dY cell spread back */
 PER_INPUT(cost_reduce, 1)                                    /* one op per element read: sum, max, scan, sort */
 PER_INPUT(cost_softmax, 4 + MP_COST_TRANSCENDENTAL)          /* max, subtract, exp, sum, divide */
 PER_INPUT(cost_norm, 7)                                      /* mean, variance, normalize, scale, shift */

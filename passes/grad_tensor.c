@@ -145,12 +145,38 @@ int mp_grad_Gather(mp_ad *ad, int32_t node, const int32_t *dy)
 /* Expand: dY summed back to X's shape. */
 int mp_grad_Expand(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give_sum(ad, IN(0), dy[0], false); }
 
-/* Resize, nearest mode, when every output cell of axis i copies input cell
+/* Resize, the general case (every mode, coordinate transformation, axes,
+ * antialias): ResizeGrad(dY, roi, scales, sizes), the forward's attributes
+ * copied, scatters each output cell back onto the input cells it blended,
+ * with the same weights. Opset 10's inputs (X, scales) and defaults
+ * (asymmetric, floor) are written out in opset 11's form. Reads roi, scales
+ * and sizes (constants). */
+static int resize_grad_general(mp_ad *ad, int32_t node, int32_t dy, bool old)
+{
+    int64_t dims[MP_MAX_RANK];
+    int rank, nin = 4;
+    if (ad_known_dims(ad, IN(0), dims, &rank)) return -1;
+    int32_t in[4] = {dy, old ? -1 : IN(1), old ? IN(1) : IN(2), old ? -1 : IN(3)}, out;
+    while (nin > 1 && in[nin - 1] < 0) nin--;
+    int32_t n = ad_add1(ad, "ResizeGrad", "memplan", nin, in, "grad_x", &out);
+    mp_node *m = &ad->g->nodes[n];
+    ad_attr_copy(ad->g, m, node);
+    if (old) {
+        ad_attr_str(ad->g, m, "coordinate_transformation_mode", "asymmetric");
+        ad_attr_str(ad->g, m, "nearest_mode", "floor");
+    }
+    ad_attr_ints(ad->g, m, "shape", dims, rank);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
+/* Resize. Nearest mode where every output cell of axis i copies input cell
  * floor(o / s_i) for an integer factor s_i = out_i / in_i (the upsampling of
- * FPN / U-Net exports): asymmetric coordinates with floor rounding, half_pixel
- * or pytorch_half_pixel with either round mode, or s_i = 1. dX sums each
- * s_i block of dY: Reshape to [.., in_i, s_i, ..], SumToShape over the s_i
- * axes, Reshape to X's shape. Reads nothing. Other modes are not supported. */
+ * FPN / U-Net exports: asymmetric coordinates with floor rounding, half_pixel
+ * or pytorch_half_pixel with either round mode, or s_i = 1) sums each s_i
+ * block of dY: Reshape to [.., in_i, s_i, ..], SumToShape over the s_i axes,
+ * Reshape to X's shape; it reads nothing and runs as plain reductions.
+ * Every other case goes through ResizeGrad. */
 int mp_grad_Resize(mp_ad *ad, int32_t node, const int32_t *dy)
 {
     mp_graph *g = ad->g;
@@ -164,7 +190,7 @@ int mp_grad_Resize(mp_ad *ad, int32_t node, const int32_t *dy)
     int64_t xd[MP_MAX_RANK], yd[MP_MAX_RANK], split[MP_MAX_RANK], sum[MP_MAX_RANK], scales[MP_MAX_RANK];
     int xr, yr, r = 0;
     if (ad_known_dims(ad, IN(0), xd, &xr) || ad_known_dims(ad, OUT(0), yd, &yr)) return -1;
-    if (strcmp(mode, "nearest")) return mp_fail(ad->err, "the gradient of mode '%s' is not supported (nearest only)", mode);
+    if (strcmp(mode, "nearest") || xr != yr || xr > MP_MAX_RANK / 2) return resize_grad_general(ad, node, dy[0], old);
     /* given scales (for every axis, or those of the `axes` attribute): the
      * coordinates use them, so each must be the integer factor itself */
     int32_t sc = old ? IN(1) : IN(2);
@@ -172,19 +198,17 @@ int mp_grad_Resize(mp_ad *ad, int32_t node, const int32_t *dy)
     const int64_t *axes;
     int na = mp_attr_ints(NODE, "axes", &axes), ns = st ? (int)st->numel : 0;
     for (int i = 0; i < xr; i++) scales[i] = 0; /* 0: not given */
-    if (ns > 0 && ns != (na >= 0 ? na : xr)) return mp_fail(ad->err, "%d scales for %d axes", ns, na >= 0 ? na : xr);
+    if (ns > 0 && ns != (na >= 0 ? na : xr)) return resize_grad_general(ad, node, dy[0], old);
     for (int i = 0; i < ns; i++) {
         int64_t a = na >= 0 ? (axes[i] < 0 ? axes[i] + xr : axes[i]) : i;
         double v = mp_tensor_get_f64(st, i);
-        if (a < 0 || a >= xr) return mp_fail(ad->err, "axis %lld out of range", (long long)axes[i]);
+        if (a < 0 || a >= xr) return resize_grad_general(ad, node, dy[0], old);
         scales[a] = v >= 1 && v <= 1e9 && (double)(int64_t)v == v ? (int64_t)v : -1;
     }
     for (int i = 0; i < xr; i++) {
         int64_t f = xd[i] > 0 && yd[i] % xd[i] == 0 ? yd[i] / xd[i] : 0;
         if (f < 1 || (scales[i] && scales[i] != f) || (f > 1 && !floor_ok && !half_ok))
-            return mp_fail(ad->err, "axis %d (%lld -> %lld): the gradient needs an integer upsampling factor with "
-                           "asymmetric/floor or half_pixel/round coordinates", i, (long long)xd[i], (long long)yd[i]);
-        if (r + 2 > MP_MAX_RANK) return mp_fail(ad->err, "rank too large");
+            return resize_grad_general(ad, node, dy[0], old);
         split[r] = sum[r] = xd[i], r++;
         if (f > 1) split[r] = f, sum[r] = 1, r++;
     }

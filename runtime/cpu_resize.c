@@ -1,6 +1,6 @@
 /* cpu_resize.c - Resize (opset 10..19: nearest, linear, cubic, antialias,
  * every coordinate transformation mode, axes, keep_aspect_ratio_policy) and
- * the older Upsample.
+ * the older Upsample; ResizeGrad, the adjoint of Resize.
  *
  * Interpolation is separable, so it runs one axis at a time in double: for
  * each output coordinate of an axis a short list of (input index, weight)
@@ -189,30 +189,77 @@ static int resize_run(const mp_kargs *k, const mp_tensor *x, mp_tensor *y, const
     return 0;
 }
 
-int mp_cpu_Resize(const mp_kargs *k, mp_err *err)
+/* The adjoint of resize_run: dX from dY, the axes in reverse, each output
+ * cell's value added to the input cells it blended, with its weights (the
+ * extrapolation constant has no input, so no gradient). */
+static int resize_adjoint(const mp_kargs *k, const mp_tensor *dy, mp_tensor *dx, const resize_opts *op,
+                          const double *scale, const double *roi, mp_err *err)
 {
-    const mp_tensor *x = mp_kin(k, 0);
-    mp_tensor *y = mp_kout(k, 0);
-    if (!x || !y || x->dtype != y->dtype) return mp_fail(err, "missing input or output");
-    int r = x->rank;
+    int r = dx->rank;
+    if (dy->rank != r) return mp_fail(err, "dY's rank differs from dX's");
+    if (!mp_dtype_is_float(dy->dtype) || dx->dtype != dy->dtype) return mp_kunsupported(err, "dtype %s", mp_dtype_name(dy->dtype));
+    int64_t cur[MP_MAX_RANK], biggest = dx->numel > dy->numel ? dx->numel : dy->numel, sz = dy->numel;
+    for (int i = 0; i < r; i++) cur[i] = dy->dims[i];
+    for (int i = r - 1; i >= 0; i--) {
+        sz = dy->dims[i] ? sz / dy->dims[i] * dx->dims[i] : 0;
+        if (sz > biggest) biggest = sz;
+    }
+    double *a = mp_scratch_array(k->scratch, biggest ? biggest : 1, sizeof(double));
+    double *b = mp_scratch_array(k->scratch, biggest ? biggest : 1, sizeof(double));
+    if (!a || !b) return mp_fail(err, "out of scratch memory");
+    for (int64_t i = 0; i < dy->numel; i++) a[i] = mp_tensor_get_f64(dy, i);
+    for (int ax = r - 1; ax >= 0; ax--) {
+        int64_t in = dx->dims[ax], out = cur[ax];
+        if (out > 0 && in == 0) return mp_fail(err, "cannot resize an empty axis");
+        taps t = {0};
+        if (make_taps(k, op, in, out, scale[ax], roi[ax], roi[r + ax], &t, err)) return -1;
+        bool ident = in == out;
+        for (int64_t o = 0; o < out && ident; o++) ident = t.ntap[o] == 1 && t.idx[o * t.maxt] == o && t.w[o * t.maxt] == 1;
+        if (ident) continue;
+        int64_t outer = 1, inner = 1;
+        for (int i = 0; i < ax; i++) outer *= cur[i];
+        for (int i = ax + 1; i < r; i++) inner *= cur[i];
+        memset(b, 0, (size_t)(outer * in * inner) * sizeof *b);
+        for (int64_t p = 0; p < outer; p++)
+            for (int64_t o = 0; o < out; o++) {
+                const double *src = a + (p * out + o) * inner;
+                for (int j = 0; j < t.ntap[o]; j++) {
+                    double *dst = b + (p * in + t.idx[o * t.maxt + j]) * inner, w = t.w[o * t.maxt + j];
+                    for (int64_t i = 0; i < inner; i++) dst[i] += w * src[i];
+                }
+            }
+        cur[ax] = in;
+        double *s = a;
+        a = b;
+        b = s;
+    }
+    for (int64_t i = 0; i < dx->numel; i++) mp_tensor_set_f64(dx, i, a[i]);
+    return 0;
+}
+
+/* Resize's attributes and its roi, scales and sizes inputs (opset 10: X,
+ * scales; old selects its defaults), for an input of dims x[r]: the options,
+ * each axis's scale and roi (start at [a], end at [r + a]). */
+static int resize_setup(const mp_kargs *k, const int64_t *x, int r, bool old, resize_opts *op, double *scale, double *roi,
+                        mp_err *err)
+{
     static const char *const modes[] = {"nearest", "linear", "cubic"};
     static const char *const coords[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize"};
     static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
     static const char *const policies[] = {"stretch", "not_larger", "not_smaller"};
-    resize_opts op;
     int m = pick(mp_attr_str(k->node, "mode", "nearest"), modes, 3, "mode", err);
     /* opset 10 had no coordinate attribute and behaved as asymmetric */
-    int c = pick(mp_attr_str(k->node, "coordinate_transformation_mode", k->opset < 11 ? "asymmetric" : "half_pixel"), coords, 6, "coordinate_transformation_mode", err);
-    int nm = pick(mp_attr_str(k->node, "nearest_mode", k->opset < 11 ? "floor" : "round_prefer_floor"), nearests, 4, "nearest_mode", err);
+    int c = pick(mp_attr_str(k->node, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel"), coords, 6, "coordinate_transformation_mode", err);
+    int nm = pick(mp_attr_str(k->node, "nearest_mode", old ? "floor" : "round_prefer_floor"), nearests, 4, "nearest_mode", err);
     int pol = pick(mp_attr_str(k->node, "keep_aspect_ratio_policy", "stretch"), policies, 3, "keep_aspect_ratio_policy", err);
     if (m < 0 || c < 0 || nm < 0 || pol < 0) return -1;
-    op.mode = (interp_mode)m;
-    op.coord = (coord_mode)c;
-    op.nearest = (nearest_mode)nm;
-    op.cubic_a = mp_attr_float(k->node, "cubic_coeff_a", -0.75f);
-    op.extrapolation = mp_attr_float(k->node, "extrapolation_value", 0.0f);
-    op.exclude_outside = mp_attr_int(k->node, "exclude_outside", 0) != 0;
-    op.antialias = mp_attr_int(k->node, "antialias", 0) != 0 && op.mode != M_NEAREST;
+    op->mode = (interp_mode)m;
+    op->coord = (coord_mode)c;
+    op->nearest = (nearest_mode)nm;
+    op->cubic_a = mp_attr_float(k->node, "cubic_coeff_a", -0.75f);
+    op->extrapolation = mp_attr_float(k->node, "extrapolation_value", 0.0f);
+    op->exclude_outside = mp_attr_int(k->node, "exclude_outside", 0) != 0;
+    op->antialias = mp_attr_int(k->node, "antialias", 0) != 0 && op->mode != M_NEAREST;
     int64_t axes[MP_MAX_RANK];
     const int64_t *aa;
     int na = mp_attr_ints(k->node, "axes", &aa);
@@ -226,14 +273,13 @@ int mp_cpu_Resize(const mp_kargs *k, mp_err *err)
             if (axes[i] < 0 || axes[i] >= r) return mp_fail(err, "axis %lld out of range", (long long)aa[i]);
         }
     }
-    const mp_tensor *roi_t = k->opset < 11 ? NULL : mp_kin(k, 1);
-    const mp_tensor *sc_t = mp_kin(k, k->opset < 11 ? 1 : 2), *sz_t = k->opset < 11 ? NULL : mp_kin(k, 3);
+    const mp_tensor *roi_t = old ? NULL : mp_kin(k, 1);
+    const mp_tensor *sc_t = mp_kin(k, old ? 1 : 2), *sz_t = old ? NULL : mp_kin(k, 3);
     if (sc_t && sc_t->numel == 0) sc_t = NULL;
     if (sz_t && sz_t->numel == 0) sz_t = NULL;
     if (!sc_t == !sz_t) return mp_fail(err, "exactly one of scales and sizes must be given");
-    double scale[MP_MAX_RANK], roi[2 * MP_MAX_RANK];
     for (int i = 0; i < r; i++) scale[i] = 1, roi[i] = 0, roi[r + i] = 1;
-    if (roi_t && roi_t->numel > 0 && op.coord == C_TF_CROP) {
+    if (roi_t && roi_t->numel > 0 && op->coord == C_TF_CROP) {
         if (roi_t->numel != 2 * na) return mp_fail(err, "roi has %lld entries for %d axes", (long long)roi_t->numel, na);
         for (int i = 0; i < na; i++) {
             roi[axes[i]] = mp_tensor_get_f64(roi_t, i);
@@ -251,15 +297,38 @@ int mp_cpu_Resize(const mp_kargs *k, mp_err *err)
         double lo = INFINITY, hi = 0;
         for (int i = 0; i < na; i++) {
             int64_t a = axes[i];
-            if (x->dims[a] == 0) return mp_fail(err, "cannot resize an empty axis");
-            scale[a] = (double)mp_tensor_get_i64(sz_t, i) / (double)x->dims[a];
+            if (x[a] == 0) return mp_fail(err, "cannot resize an empty axis");
+            scale[a] = (double)mp_tensor_get_i64(sz_t, i) / (double)x[a];
             lo = fmin(lo, scale[a]);
             hi = fmax(hi, scale[a]);
         }
         if (pol)
             for (int i = 0; i < na; i++) scale[axes[i]] = pol == 1 ? lo : hi;
     }
+    return 0;
+}
+
+int mp_cpu_Resize(const mp_kargs *k, mp_err *err)
+{
+    const mp_tensor *x = mp_kin(k, 0);
+    mp_tensor *y = mp_kout(k, 0);
+    if (!x || !y || x->dtype != y->dtype) return mp_fail(err, "missing input or output");
+    resize_opts op;
+    double scale[MP_MAX_RANK], roi[2 * MP_MAX_RANK];
+    if (resize_setup(k, x->dims, x->rank, k->opset < 11, &op, scale, roi, err)) return -1;
     return resize_run(k, x, y, &op, scale, roi, err);
+}
+
+/* ResizeGrad(dY, roi, scales, sizes){Resize's attributes (opset 11's form), shape}: dX of X's shape. */
+int mp_cpu_ResizeGrad(const mp_kargs *k, mp_err *err)
+{
+    const mp_tensor *dy = mp_kin(k, 0);
+    mp_tensor *dx = mp_kout(k, 0);
+    if (!dy || !dx) return mp_fail(err, "missing dY or dX");
+    resize_opts op;
+    double scale[MP_MAX_RANK], roi[2 * MP_MAX_RANK];
+    if (resize_setup(k, dx->dims, dx->rank, false, &op, scale, roi, err)) return -1;
+    return resize_adjoint(k, dy, dx, &op, scale, roi, err);
 }
 
 /* Upsample (opsets 7-9): scales as attribute (7) or input (9), asymmetric
