@@ -649,10 +649,14 @@ int mp_exec_run(mp_exec *x, mp_err *err)
             return rc;
         }
         x->st.nodes_run++;
-        /* free what this node read last, and outputs nobody reads */
+        /* free what this node read last (a transposed view's base too: its last read may be through the
+         * view), and outputs nobody reads */
         for (int32_t k = 0; k < nd->nin; k++) {
             int32_t id = nd->in[k];
-            if (id >= 0 && x->last[id] == n && !x->keep[id]) release(x, id);
+            if (id < 0) continue;
+            if (x->last[id] == n && !x->keep[id]) release(x, id);
+            int32_t base = (g->values[id].flags & MP_VAL_TVIEW) ? g->values[id].alias : -1;
+            if (base >= 0 && x->last[base] == n && !x->keep[base]) release(x, base);
         }
         for (int32_t k = 0; k < nd->nout; k++) {
             int32_t id = nd->out[k];

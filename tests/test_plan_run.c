@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "codegen/plan.h"
+#include "onnx_builder.h" /* mp_ob_*: the sliced-weights model */
 #include "passes/autodiff.h" /* defines: MP_FP16_LOSS_SCALE (the first scale) */
 #include "passes/cost.h"
 #include "passes/lifetime.h"
@@ -274,6 +275,40 @@ START_TEST(gpt_decoder) { check_model(MODEL("gpt_decoder.onnx"), opts(4, "sequen
 END_TEST
 
 START_TEST(mnist) { check_model(MNIST, opts(-1, NULL, 0), 4); }
+END_TEST
+
+/* PyTorch's MultiheadAttention exports its packed in_proj_weight as Slices of
+ * one parameter, each read through a Transpose: a transposed view of an
+ * activation whose last read, in the backward, goes through the view. Three
+ * such blocks; the runner must free each slice when its view is read last
+ * (it kept them live to the end, and reported a later tensor placed there as
+ * an overlap). */
+START_TEST(sliced_weight_views)
+{
+    char path[320];
+    snprintf(path, sizeof path, "%s/sliced_weights.onnx", dir);
+    mp_ob *b = mp_ob_new("main_graph");
+    const char *h = mp_ob_input(b, "input", MP_FLOAT, 2, (const char *[]){"batch", "16"});
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "in_proj%d", i);
+        const char *w = mp_ob_param_uniform(b, name, 2, (int64_t[]){48, 16}, 0.25f), *parts[2];
+        for (int k = 0; k < 2; k++) {
+            const char *in[4] = {w, mp_ob_const_i64(b, 1, 1, (int64_t[]){16 * (k + 1)}),
+                                 mp_ob_const_i64(b, 1, 1, (int64_t[]){16 * (k + 2)}), mp_ob_const_i64(b, 1, 1, (int64_t[]){0})};
+            const char *slice = mp_ob_op(b, "Slice", 4, in), *t = mp_ob_op(b, "Transpose", 1, &slice);
+            const char *mm[2] = {h, t};
+            parts[k] = mp_ob_op(b, "MatMul", 2, mm);
+        }
+        const char *prod = mp_ob_op(b, "Mul", 2, parts);
+        h = mp_ob_op(b, "Tanh", 1, &prod);
+    }
+    mp_ob_output(b, h, "output", MP_FLOAT, 2, (const char *[]){"batch", "16"});
+    mp_err err = {""};
+    ck_assert_msg(mp_ob_write(b, path, &err) > 0, "%s: %s", path, err.msg);
+    mp_ob_free(b);
+    check_model(path, opts(64, NULL, 0), 3);
+}
 END_TEST
 
 static mp_plan_opts at(mp_plan_opts o, mp_dtype precision)
@@ -612,6 +647,7 @@ int main(void)
     tcase_add_test(tc, cnn_bn);
     tcase_add_test(tc, mnist);
     tcase_add_test(tc, gpt_decoder);
+    tcase_add_test(tc, sliced_weight_views);
     tcase_add_test(tc, mlp_low);
     tcase_add_test(tc, cnn_bn_low);
     tcase_add_test(tc, gpt_decoder_low);
