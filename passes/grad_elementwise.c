@@ -178,6 +178,11 @@ int mp_grad_HardSigmoid(mp_ad *ad, int32_t node, const int32_t *dy)
 }
 /* Softmax: reads the output Y (dX = Y * (dY - sum(dY * Y, axis))). */
 int mp_grad_Softmax(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "SoftmaxGrad", true); }
+/* LogSoftmax: reads the output Y (dX = dY - exp(Y) sum(dY, axis)), as PyTorch's LogSoftmaxBackward. */
+int mp_grad_LogSoftmax(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return unary(ad, node, dy, "LogSoftmaxGrad", true);
+}
 
 /* Identity: reads nothing. */
 int mp_grad_Identity(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give(ad, IN(0), dy[0], false); }
@@ -229,5 +234,139 @@ int mp_grad_Where(mp_ad *ad, int32_t node, const int32_t *dy)
 {
     for (int k = 1; k <= 2; k++)
         if (ad_needs(ad, IN(k)) && ad_give_sum(ad, IN(k), where_grad(ad, dy[0], IN(0), k - 1), true)) return -1;
+    return 0;
+}
+
+/* ---- unary math and activations, composed of forward ops ---- */
+
+static int32_t un(mp_ad *ad, const char *op, int32_t a) { return a < 0 ? -1 : ad_emit(ad, op, "", 1, &a, "grad_x"); }
+static int32_t bin(mp_ad *ad, const char *op, int32_t a, int32_t b)
+{
+    int32_t in[2] = {a, b};
+    return a < 0 || b < 0 ? -1 : ad_emit(ad, op, "", 2, in, "grad_x");
+}
+static int32_t scalar(mp_ad *ad, int32_t like, double v) { return ad_const_scalar(ad, ad->g->values[like].dtype, v); }
+static int32_t pick(mp_ad *ad, int32_t cond, int32_t a, int32_t b)
+{
+    int32_t in[3] = {cond, a, b};
+    return cond < 0 || a < 0 || b < 0 ? -1 : ad_emit(ad, "Where", "", 3, in, "grad_x");
+}
+/* X > 0, the branch of the piecewise activations (PyTorch's: the input, not the output). */
+static int32_t positive(mp_ad *ad, int32_t x) { return bin(ad, "Greater", x, scalar(ad, x, 0)); }
+
+/* Log: dY / X reads X. */
+int mp_grad_Log(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give(ad, IN(0), bin(ad, "Div", dy[0], IN(0)), true); }
+
+/* Reciprocal: -dY Y^2 reads Y. */
+int mp_grad_Reciprocal(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return ad_give(ad, IN(0), un(ad, "Neg", bin(ad, "Mul", bin(ad, "Mul", dy[0], OUT(0)), OUT(0))), true);
+}
+
+/* Abs: dY sign(X) reads X (0 at 0, as PyTorch). */
+int mp_grad_Abs(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give(ad, IN(0), bin(ad, "Mul", dy[0], un(ad, "Sign", IN(0))), true); }
+
+/* Sin: dY cos(X); Cos: -dY sin(X). Read X. */
+int mp_grad_Sin(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give(ad, IN(0), bin(ad, "Mul", dy[0], un(ad, "Cos", IN(0))), true); }
+int mp_grad_Cos(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return ad_give(ad, IN(0), un(ad, "Neg", bin(ad, "Mul", dy[0], un(ad, "Sin", IN(0)))), true);
+}
+
+/* Floor, Ceil, Round, Sign: zero almost everywhere; nothing flows back (PyTorch gives zeros). */
+int mp_grad_Zero(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    (void)ad, (void)node, (void)dy;
+    return 0;
+}
+
+/* Softplus: dY sigmoid(X) reads X. */
+int mp_grad_Softplus(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return ad_give(ad, IN(0), bin(ad, "Mul", dy[0], un(ad, "Sigmoid", IN(0))), true);
+}
+
+/* Softsign: dY / (1 + |X|)^2 reads X. */
+int mp_grad_Softsign(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t d = bin(ad, "Add", un(ad, "Abs", IN(0)), scalar(ad, IN(0), 1));
+    return ad_give(ad, IN(0), bin(ad, "Div", dy[0], bin(ad, "Mul", d, d)), true);
+}
+
+/* LeakyRelu: dY where X > 0, else alpha dY. Reads X. */
+int mp_grad_LeakyRelu(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t neg = bin(ad, "Mul", dy[0], scalar(ad, dy[0], mp_attr_float(NODE, "alpha", 0.01f)));
+    return ad_give(ad, IN(0), pick(ad, positive(ad, IN(0)), dy[0], neg), true);
+}
+
+/* ThresholdedRelu: dY where X > alpha. Reads X. */
+int mp_grad_ThresholdedRelu(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t above = bin(ad, "Greater", IN(0), scalar(ad, IN(0), mp_attr_float(NODE, "alpha", 1.0f)));
+    return ad_give(ad, IN(0), above < 0 ? -1 : where_grad(ad, dy[0], above, 0), true);
+}
+
+/* Elu, Selu, Celu: dY (times gamma for Selu) where X > 0; below, the
+ * derivative from the output: Elu Y + alpha, Selu Y + gamma alpha, Celu
+ * Y / alpha + 1. Read X and Y. */
+static int exp_linear(mp_ad *ad, int32_t node, const int32_t *dy, double gamma, double scale_y, double shift)
+{
+    int32_t y = OUT(0);
+    int32_t below = bin(ad, "Mul", dy[0], bin(ad, "Add", bin(ad, "Mul", y, scalar(ad, y, scale_y)), scalar(ad, y, shift)));
+    int32_t above = gamma == 1 ? dy[0] : bin(ad, "Mul", dy[0], scalar(ad, dy[0], gamma));
+    return ad_give(ad, IN(0), pick(ad, positive(ad, IN(0)), above, below), true);
+}
+int mp_grad_Elu(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return exp_linear(ad, node, dy, 1, 1, mp_attr_float(NODE, "alpha", 1.0f));
+}
+int mp_grad_Selu(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    double alpha = mp_attr_float(NODE, "alpha", 1.67326319217681884765625f);
+    double gamma = mp_attr_float(NODE, "gamma", 1.05070102214813232421875f);
+    return exp_linear(ad, node, dy, gamma, 1, gamma * alpha);
+}
+int mp_grad_Celu(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return exp_linear(ad, node, dy, 1, 1.0 / mp_attr_float(NODE, "alpha", 1.0f), 1);
+}
+
+/* Mish, X tanh(softplus(X)): dY (t + X sigmoid(X) (1 - t^2)), t = tanh(softplus(X)). Reads X. */
+int mp_grad_Mish(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t x = IN(0), t = un(ad, "Tanh", un(ad, "Softplus", x));
+    int32_t one_minus = bin(ad, "Sub", scalar(ad, x, 1), bin(ad, "Mul", t, t));
+    int32_t g = bin(ad, "Add", t, bin(ad, "Mul", bin(ad, "Mul", x, un(ad, "Sigmoid", x)), one_minus));
+    return ad_give(ad, IN(0), bin(ad, "Mul", dy[0], g), true);
+}
+
+/* Swish, X sigmoid(alpha X): dY s (1 + alpha X (1 - s)), s = sigmoid(alpha X). Reads X. */
+int mp_grad_Swish(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t x = IN(0), ax = bin(ad, "Mul", x, scalar(ad, x, mp_attr_float(NODE, "alpha", 1.0f)));
+    int32_t s = un(ad, "Sigmoid", ax);
+    int32_t g = bin(ad, "Mul", s, bin(ad, "Add", scalar(ad, x, 1), bin(ad, "Mul", ax, bin(ad, "Sub", scalar(ad, x, 1), s))));
+    return ad_give(ad, IN(0), bin(ad, "Mul", dy[0], g), true);
+}
+
+/* PRelu: dX = dY where X > 0, else slope dY; dSlope = X dY where X <= 0,
+ * summed to the slope's shape. Reads X and the slope. */
+int mp_grad_PRelu(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t x = IN(0), slope = IN(1), pos = positive(ad, x);
+    if (pos < 0) return -1;
+    if (ad_needs(ad, x) && ad_give_sum(ad, x, pick(ad, pos, dy[0], bin(ad, "Mul", dy[0], slope)), true)) return -1;
+    if (!ad_needs(ad, slope)) return 0;
+    int32_t xdy = bin(ad, "Mul", dy[0], x);
+    return ad_give_sum(ad, slope, xdy < 0 ? -1 : where_grad(ad, xdy, pos, 1), true);
+}
+
+/* Mean (n-ary): dY / n, summed to each input's shape. Reads nothing. */
+int mp_grad_Mean(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t share = bin(ad, "Div", dy[0], scalar(ad, dy[0], NODE->nin));
+    for (int k = 0; k < NODE->nin; k++)
+        if (ad_needs(ad, IN(k)) && ad_give_sum(ad, IN(k), share, false)) return -1;
     return 0;
 }

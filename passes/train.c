@@ -363,6 +363,7 @@ static const struct {
     {"SoftmaxCrossEntropyLoss", "", 1, 0},        /* log_prob over the scores */
     {"SoftmaxCrossEntropyGrad", "memplan", 0, 1}, /* dScores over log_prob */
     {"SoftmaxGrad", "memplan", 0, 0},             /* dX over dY */
+    {"LogSoftmaxGrad", "memplan", 0, 0},          /* dX over dY */
 };
 
 static bool same_domain(const char *a, const char *b)

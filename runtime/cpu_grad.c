@@ -248,7 +248,9 @@ int mp_cpu_WhereGrad(const mp_kargs *k, mp_err *err)
 }
 
 /* dX = Y * (dY - sum(dY * Y)) along the axis (opset < 13: over the flattened dims from axis on). */
-int mp_cpu_SoftmaxGrad(const mp_kargs *k, mp_err *err)
+/* Softmax's gradient, dX = Y (dY - sum(dY Y)), and LogSoftmax's, dX = dY - exp(Y) sum(dY), over the
+ * axis (opset 13+) or every axis from it on (before 13: the coerced 2-D form). */
+static int softmax_grad(const mp_kargs *k, bool log, mp_err *err)
 {
     if (need_floats(k, err)) return -1;
     const mp_tensor *dy = mp_kin(k, 0), *y = mp_kin(k, 1);
@@ -271,14 +273,18 @@ int mp_cpu_SoftmaxGrad(const mp_kargs *k, mp_err *err)
             int64_t base = o * n * inner + in;
             double dot = 0;
             for (int64_t j = 0; j < n; j++)
-                dot += mp_tensor_get_f64(dy, base + j * inner) * mp_tensor_get_f64(y, base + j * inner);
+                dot += mp_tensor_get_f64(dy, base + j * inner) * (log ? 1 : mp_tensor_get_f64(y, base + j * inner));
             for (int64_t j = 0; j < n; j++) {
                 int64_t i = base + j * inner;
-                mp_tensor_set_f64(k->out[0], i, mp_tensor_get_f64(y, i) * (mp_tensor_get_f64(dy, i) - dot));
+                double yi = mp_tensor_get_f64(y, i), dyi = mp_tensor_get_f64(dy, i);
+                mp_tensor_set_f64(k->out[0], i, log ? dyi - exp(yi) * dot : yi * (dyi - dot));
             }
         }
     return 0;
 }
+
+int mp_cpu_SoftmaxGrad(const mp_kargs *k, mp_err *err) { return softmax_grad(k, false, err); }
+int mp_cpu_LogSoftmaxGrad(const mp_kargs *k, mp_err *err) { return softmax_grad(k, true, err); }
 
 /* dScores = dLoss * w[label] * (softmax - onehot(label)) / norm, from log_prob [N, C, d..]
  * and labels [N, d..]; norm is the weight sum for `mean`, 1 for `sum`; `none` takes dLoss per item. */
