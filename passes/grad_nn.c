@@ -253,3 +253,103 @@ int mp_grad_SoftmaxCrossEntropyLoss(mp_ad *ad, int32_t node, const int32_t *dy)
     if (ad_infer(ad, n)) return -1;
     return ad_give(ad, IN(0), out, true);
 }
+
+/* ---- the other reductions: forward ops over dY and Y reshaped to keepdims ---- */
+
+static int32_t emit2(mp_ad *ad, const char *op, int32_t a, int32_t b)
+{
+    int32_t in[2] = {a, b};
+    return a < 0 || b < 0 ? -1 : ad_emit(ad, op, "", 2, in, "grad_reduce");
+}
+static int32_t emit1(mp_ad *ad, const char *op, int32_t a) { return a < 0 ? -1 : ad_emit(ad, op, "", 1, &a, "grad_reduce"); }
+
+/* X's dims with the reduced axes 1 (the keepdims shape): axes as input 1 or attribute, negative allowed;
+ * none given reduces every axis unless noop_with_empty_axes. */
+static int keep_dims(mp_ad *ad, int32_t node, int64_t *kd, int *rank)
+{
+    if (ad_known_dims(ad, IN(0), kd, rank)) return -1;
+    int64_t axes[MP_MAX_RANK];
+    const int64_t *attr;
+    int na;
+    const mp_tensor *t = IN(1) >= 0 ? ad->g->values[IN(1)].konst : NULL;
+    if (IN(1) >= 0) {
+        if (!t || t->numel > MP_MAX_RANK) return mp_fail(ad->err, "the axes input must be a constant");
+        na = (int)t->numel;
+        for (int i = 0; i < na; i++) axes[i] = mp_tensor_get_i64(t, i);
+    } else {
+        na = mp_attr_ints(NODE, "axes", &attr);
+        if (na > MP_MAX_RANK) return mp_fail(ad->err, "too many axes");
+        for (int i = 0; i < na; i++) axes[i] = attr[i];
+    }
+    if (na <= 0 && mp_attr_int(NODE, "noop_with_empty_axes", 0)) return 0;
+    for (int a = 0; na <= 0 && a < *rank; a++) kd[a] = 1;
+    for (int i = 0; i < na; i++) {
+        int64_t a = axes[i] < 0 ? axes[i] + *rank : axes[i];
+        if (a < 0 || a >= *rank) return mp_fail(ad->err, "axis %lld out of range", (long long)axes[i]);
+        kd[a] = 1;
+    }
+    return 0;
+}
+
+/* v (the reduction's output or its gradient) in the keepdims shape, so it broadcasts over X. */
+static int32_t kept(mp_ad *ad, int32_t v, const int64_t *kd, int rank)
+{
+    return emit2(ad, "Reshape", v, ad_const_ints(ad, kd, rank));
+}
+
+/* ReduceMax, ReduceMin: dY shared among the elements equal to the extreme
+ * (PyTorch's amax/amin split ties evenly). ReduceSumSquare 2 X dY, ReduceL1
+ * sign(X) dY, ReduceL2 X / Y dY, ReduceLogSumExp exp(X - Y) dY, ReduceLogSum
+ * dY / exp(Y), ReduceProd Y / X dY (X = 0 is not handled). All read X; the
+ * ones with Y in them read Y. */
+static int reduce_other(mp_ad *ad, int32_t node, const int32_t *dy, const char *kind)
+{
+    int64_t kd[MP_MAX_RANK];
+    int rank;
+    if (keep_dims(ad, node, kd, &rank)) return -1;
+    bool reads_y = strcmp(kind, "L1") && strcmp(kind, "SumSquare");
+    int32_t x = IN(0), g = kept(ad, dy[0], kd, rank), y = reads_y ? kept(ad, OUT(0), kd, rank) : -1, d;
+    if (!strcmp(kind, "Extreme")) {
+        int32_t eq = emit2(ad, "Equal", x, y), m;
+        int32_t n = ad_add1(ad, "Cast", "", 1, &eq, "grad_reduce", &m);
+        ad_attr_int(ad->g, &ad->g->nodes[n], "to", ad->g->values[x].dtype);
+        if (eq < 0 || ad_infer(ad, n)) return -1;
+        int32_t cnt, c = ad_add1(ad, "SumToShape", "memplan", 1, &m, "grad_reduce", &cnt);
+        ad_attr_ints(ad->g, &ad->g->nodes[c], "shape", kd, rank);
+        if (ad_infer(ad, c)) return -1;
+        d = emit2(ad, "Div", emit2(ad, "Mul", m, g), cnt);
+    } else if (!strcmp(kind, "SumSquare")) {
+        d = emit2(ad, "Mul", emit2(ad, "Mul", x, g), ad_const_scalar(ad, ad->g->values[x].dtype, 2));
+    } else if (!strcmp(kind, "L1")) {
+        d = emit2(ad, "Mul", emit1(ad, "Sign", x), g);
+    } else if (!strcmp(kind, "L2")) {
+        d = emit2(ad, "Mul", emit2(ad, "Div", x, y), g);
+    } else if (!strcmp(kind, "LogSumExp")) {
+        d = emit2(ad, "Mul", emit1(ad, "Exp", emit2(ad, "Sub", x, y)), g);
+    } else if (!strcmp(kind, "LogSum")) {
+        d = emit2(ad, "Mul", g, emit1(ad, "Exp", emit1(ad, "Neg", y)));
+    } else { /* Prod */
+        d = emit2(ad, "Mul", emit2(ad, "Div", y, x), g);
+    }
+    return ad_give(ad, x, d, true);
+}
+
+int mp_grad_ReduceMax(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce_other(ad, node, dy, "Extreme"); }
+int mp_grad_ReduceMin(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce_other(ad, node, dy, "Extreme"); }
+int mp_grad_ReduceSumSquare(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce_other(ad, node, dy, "SumSquare"); }
+int mp_grad_ReduceL1(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce_other(ad, node, dy, "L1"); }
+int mp_grad_ReduceL2(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce_other(ad, node, dy, "L2"); }
+int mp_grad_ReduceLogSumExp(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce_other(ad, node, dy, "LogSumExp"); }
+int mp_grad_ReduceLogSum(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce_other(ad, node, dy, "LogSum"); }
+int mp_grad_ReduceProd(mp_ad *ad, int32_t node, const int32_t *dy) { return reduce_other(ad, node, dy, "Prod"); }
+
+/* InstanceNormalization, GroupNormalization: read X and scale (each group's
+ * mean and 1/std recomputed from X, as LayerNormalization's). */
+int mp_grad_InstanceNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return norm(ad, node, dy, "InstanceNormalizationGrad", 3);
+}
+int mp_grad_GroupNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return norm(ad, node, dy, "GroupNormalizationGrad", 3);
+}

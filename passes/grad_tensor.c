@@ -221,3 +221,104 @@ int mp_grad_Resize(mp_ad *ad, int32_t node, const int32_t *dy)
     if (back[1] < 0) return -1;
     return ad_give(ad, IN(0), ad_emit(ad, "Reshape", "", 2, back, "grad_resize"), true);
 }
+
+/* ---- permutations and repetitions ---- */
+
+/* dY reshaped to split[r], transposed by perm, reshaped to X's dims: the
+ * inverse of a Reshape-Transpose-Reshape forward (DepthToSpace, SpaceToDepth). */
+static int permute_back(mp_ad *ad, int32_t node, int32_t dy, const int64_t *split, int r, const int64_t *perm)
+{
+    int64_t xd[MP_MAX_RANK];
+    int xr;
+    if (ad_known_dims(ad, IN(0), xd, &xr)) return -1;
+    int32_t in[2] = {dy, ad_const_ints(ad, split, r)}, t, out;
+    if (in[1] < 0 || (in[0] = ad_emit(ad, "Reshape", "", 2, in, "grad_perm")) < 0) return -1;
+    int32_t n = ad_add1(ad, "Transpose", "", 1, in, "grad_perm", &t);
+    ad_attr_ints(ad->g, &ad->g->nodes[n], "perm", perm, r);
+    if (ad_infer(ad, n)) return -1;
+    int32_t back[2] = {t, ad_const_ints(ad, xd, xr)};
+    if (back[1] < 0 || (out = ad_emit(ad, "Reshape", "", 2, back, "grad_perm")) < 0) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
+/* DepthToSpace (DCR or CRD) and SpaceToDepth move elements without changing
+ * them: dY goes back through the inverse permutation. Read nothing. */
+static int space_depth(mp_ad *ad, int32_t node, int32_t dy, bool to_space)
+{
+    int64_t xd[MP_MAX_RANK], b = mp_attr_int(NODE, "blocksize", 0);
+    int xr;
+    if (ad_known_dims(ad, IN(0), xd, &xr)) return -1;
+    if (xr != 4 || b < 1) return mp_fail(ad->err, "needs X [N, C, H, W] and a blocksize");
+    int64_t N = xd[0], C = xd[1], H = xd[2], W = xd[3];
+    if (to_space) {
+        bool crd = !strcmp(mp_attr_str(NODE, "mode", "DCR"), "CRD");
+        int64_t split[6] = {N, C / (b * b), H, b, W, b};
+        static const int64_t dcr[6] = {0, 3, 5, 1, 2, 4}, crd_perm[6] = {0, 1, 3, 5, 2, 4};
+        return permute_back(ad, node, dy, split, 6, crd ? crd_perm : dcr);
+    }
+    int64_t split[6] = {N, b, b, C, H / b, W / b};
+    static const int64_t perm[6] = {0, 3, 4, 1, 5, 2};
+    return permute_back(ad, node, dy, split, 6, perm);
+}
+
+int mp_grad_DepthToSpace(mp_ad *ad, int32_t node, const int32_t *dy) { return space_depth(ad, node, dy[0], true); }
+int mp_grad_SpaceToDepth(mp_ad *ad, int32_t node, const int32_t *dy) { return space_depth(ad, node, dy[0], false); }
+
+/* Tile: each input cell gets the sum of its copies: dY reshaped to
+ * [r_0, d_0, r_1, d_1, ..] (output index t d + j), SumToShape over the r_i,
+ * Reshape to X. Reads the repeats (a constant). */
+int mp_grad_Tile(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int64_t xd[MP_MAX_RANK], split[MP_MAX_RANK], sum[MP_MAX_RANK];
+    int xr, r = 0;
+    if (ad_known_dims(ad, IN(0), xd, &xr)) return -1;
+    const mp_tensor *rep = IN(1) >= 0 ? ad->g->values[IN(1)].konst : NULL;
+    if (!rep || rep->numel != xr) return mp_fail(ad->err, "the gradient needs constant repeats, one per axis");
+    for (int i = 0; i < xr; i++) {
+        int64_t t = mp_tensor_get_i64(rep, i);
+        if (t > 1) {
+            if (r == MP_MAX_RANK) return mp_fail(ad->err, "rank too large for the gradient");
+            split[r] = t, sum[r++] = 1;
+        }
+        if (r == MP_MAX_RANK) return mp_fail(ad->err, "rank too large for the gradient");
+        split[r] = sum[r] = xd[i], r++;
+    }
+    int32_t in[2] = {dy[0], ad_const_ints(ad, split, r)}, blocks, total;
+    if (in[1] < 0 || (blocks = ad_emit(ad, "Reshape", "", 2, in, "grad_tile")) < 0) return -1;
+    int32_t n = ad_add1(ad, "SumToShape", "memplan", 1, &blocks, "grad_tile", &total);
+    ad_attr_ints(ad->g, &ad->g->nodes[n], "shape", sum, r);
+    if (ad_infer(ad, n)) return -1;
+    int32_t back[2] = {total, ad_const_ints(ad, xd, xr)};
+    if (back[1] < 0) return -1;
+    return ad_give(ad, IN(0), ad_emit(ad, "Reshape", "", 2, back, "grad_tile"), true);
+}
+
+/* GatherElements: dData = ScatterElements(zeros, indices, dY){axis, reduction add}. Reads the indices. */
+int mp_grad_GatherElements(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int64_t xd[MP_MAX_RANK];
+    int xr;
+    if (ad_known_dims(ad, IN(0), xd, &xr)) return -1;
+    int32_t zeros, n = ad_add1(ad, "Zeros", "memplan", 0, NULL, "grad_gather", &zeros);
+    ad_attr_ints(ad->g, &ad->g->nodes[n], "shape", xd, xr);
+    ad_attr_int(ad->g, &ad->g->nodes[n], "dtype", ad->g->values[dy[0]].dtype);
+    if (ad_infer(ad, n)) return -1;
+    int32_t in[3] = {zeros, IN(1), dy[0]}, out;
+    n = ad_add1(ad, "ScatterElements", "", 3, in, "grad_gather", &out);
+    ad_attr_int(ad->g, &ad->g->nodes[n], "axis", mp_attr_int(NODE, "axis", 0));
+    ad_attr_str(ad->g, &ad->g->nodes[n], "reduction", "add");
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
+/* CumSum: dX is the cumulative sum of dY the other way (exclusive stays
+ * exclusive). Reads nothing but the axis. */
+int mp_grad_CumSum(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t in[2] = {dy[0], IN(1)}, out;
+    int32_t n = ad_add1(ad, "CumSum", "", 2, in, "grad_cumsum", &out);
+    ad_attr_int(ad->g, &ad->g->nodes[n], "exclusive", mp_attr_int(NODE, "exclusive", 0));
+    ad_attr_int(ad->g, &ad->g->nodes[n], "reverse", !mp_attr_int(NODE, "reverse", 0));
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}

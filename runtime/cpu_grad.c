@@ -422,6 +422,66 @@ int mp_cpu_LayerNormalizationGrad(const mp_kargs *k, mp_err *err)
     return 0;
 }
 
+/* GroupNormalization backward (InstanceNormalization: a group per channel):
+ * X [N, C, ...] in G groups of C / G channels, statistics per (n, group)
+ * recomputed from X; scale and bias per channel, or per group (opset 18). */
+static int group_norm_grad(const mp_kargs *k, int64_t G, mp_err *err)
+{
+    const mp_tensor *dy = mp_kin(k, 0), *x = mp_kin(k, 1), *sc = mp_kin(k, 2);
+    if (!dy || !x || !sc || dy->numel != x->numel || x->rank < 2) return mp_fail(err, "takes dY, X [N, C, ...] and scale");
+    if (!mp_dtype_is_float(dy->dtype) || !mp_dtype_is_float(x->dtype) || !mp_dtype_is_float(sc->dtype))
+        return mp_kunsupported(err, "float tensors only");
+    int64_t N = x->dims[0], C = x->dims[1];
+    if (G < 1 || C % G) return mp_fail(err, "num_groups must divide the channels");
+    bool per_channel = sc->numel == C;
+    if (!per_channel && sc->numel != G) return mp_fail(err, "scale must have C or num_groups elements");
+    double eps = mp_attr_float(k->node, "epsilon", 1e-5f);
+    int64_t per = N * C != 0 ? x->numel / (N * C) : 0, cg = C / G, len = cg * per, ns = sc->numel;
+    mp_tensor *dx = mp_kout(k, 0), *ds = mp_kout(k, 1), *db = mp_kout(k, 2);
+    double *acc = mp_scratch_array(k->scratch, 2 * (ns ? ns : 1), sizeof *acc);
+    if (!acc) return mp_fail(err, "out of scratch memory");
+    memset(acc, 0, (size_t)(2 * (ns ? ns : 1)) * sizeof *acc);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < G; g++) {
+            int64_t b = (n * C + g * cg) * per;
+            double mu = 0, var = 0, m1 = 0, m2 = 0;
+            for (int64_t j = 0; j < len; j++) mu += mp_tensor_get_f64(x, b + j);
+            mu = len ? mu / (double)len : 0;
+            for (int64_t j = 0; j < len; j++) var += (mp_tensor_get_f64(x, b + j) - mu) * (mp_tensor_get_f64(x, b + j) - mu);
+            double rstd = 1 / sqrt((len ? var / (double)len : 0) + eps);
+            for (int64_t j = 0; j < len; j++) {
+                int64_t p = per_channel ? g * cg + j / (per ? per : 1) : g;
+                double xh = (mp_tensor_get_f64(x, b + j) - mu) * rstd, d = mp_tensor_get_f64(dy, b + j);
+                double dxh = d * mp_tensor_get_f64(sc, p);
+                m1 += dxh, m2 += dxh * xh;
+                acc[p] += d * xh, acc[ns + p] += d;
+            }
+            m1 = len ? m1 / (double)len : 0, m2 = len ? m2 / (double)len : 0;
+            for (int64_t j = 0; dx && j < len; j++) {
+                int64_t p = per_channel ? g * cg + j / (per ? per : 1) : g;
+                double xh = (mp_tensor_get_f64(x, b + j) - mu) * rstd;
+                double dxh = mp_tensor_get_f64(dy, b + j) * mp_tensor_get_f64(sc, p);
+                mp_tensor_set_f64(dx, b + j, rstd * (dxh - m1 - xh * m2));
+            }
+        }
+    for (int64_t j = 0; j < ns; j++) {
+        if (ds) mp_tensor_set_f64(ds, j, acc[j]);
+        if (db) mp_tensor_set_f64(db, j, acc[ns + j]);
+    }
+    return 0;
+}
+
+int mp_cpu_InstanceNormalizationGrad(const mp_kargs *k, mp_err *err)
+{
+    const mp_tensor *x = mp_kin(k, 1);
+    return group_norm_grad(k, x && x->rank >= 2 ? x->dims[1] : 0, err);
+}
+
+int mp_cpu_GroupNormalizationGrad(const mp_kargs *k, mp_err *err)
+{
+    return group_norm_grad(k, mp_attr_int(k->node, "num_groups", 0), err);
+}
+
 /* ---- sliding windows over N spatial dims (Conv, MaxPool, AveragePool) ---- */
 
 #define MAXSP (MP_MAX_RANK - 2)
