@@ -20,8 +20,9 @@
 #include <unistd.h>
 
 #include "codegen/plan.h"
+#include "ir/einsum.h"
 #include "runtime/cuda/memplan_cuda.h"
-#include "runtime/cuda/mp_cu_kernels.h" /* defines: the p[] layouts (GM_*, W_*, SCE_*, BN_*) */
+#include "runtime/cuda/mp_cu_kernels.h" /* defines: the p[] layouts (GM_*, W_*, SCE_*, BN_*, RS_*, PAD_*, ES_*) */
 #include "runtime/kernels.h"            /* defines: mp_elem_size */
 
 /* The most workspace a cuDNN convolution algorithm may take (the runtime
@@ -980,23 +981,17 @@ static bool resize_identity(const int64_t *p, const double *f)
     return true;
 }
 
-/* Resize (opset 10 on; runtime/cpu_resize.c's attributes, scales or sizes and
- * roi as constants): one MP_CU_RESIZE per axis whose taps are not the
- * identity, in axis order, the axes between in the workspace as doubles. */
-static const char *lower_resize(cg *c, const mp_node *n)
+/* Resize's (and ResizeGrad's) parameters, as runtime/cpu_resize.c resize_setup reads them for an
+ * input of dims xd[r] (old: opset 10's inputs X, scales and defaults): the kernel's p[] and f[]
+ * shared by every axis, and each axis's scale and roi (start at [a], end at [r + a]). */
+static const char *resize_params(cg *c, const mp_node *n, bool old, const int64_t *xd, int r, int64_t *p, double *f,
+                                 double *scale, double *roi)
 {
     static const char *const modes[] = {"nearest", "linear", "cubic"};
     static const char *const coords[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize"};
     static const char *const rounds[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
     static const char *const policies[] = {"stretch", "not_larger", "not_smaller"};
-    int32_t x = vin(n, 0), y = vout(n, 0);
-    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || V(c, x)->dtype == MP_BOOL) return "operands other than one non-bool type";
-    if (tview(c, x)) return "a transposed view operand";
-    int r = V(c, x)->rank;
-    if (V(c, y)->rank != r) return "a rank change";
-    bool old = mp_graph_opset(c->g, n->domain) < 11;
-    int64_t p[MP_CU_NP] = {0};
-    double f[MP_CU_NF] = {0};
+    memset(p, 0, MP_CU_NP * sizeof *p), memset(f, 0, MP_CU_NF * sizeof *f);
     p[RS_MODE] = pick_name(mp_attr_str(n, "mode", "nearest"), modes, 3);
     p[RS_COORD] = pick_name(mp_attr_str(n, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel"), coords, 6);
     p[RS_ROUND] = pick_name(mp_attr_str(n, "nearest_mode", old ? "floor" : "round_prefer_floor"), rounds, 4);
@@ -1014,7 +1009,7 @@ static const char *lower_resize(cg *c, const mp_node *n)
         if (axes[i] < 0 || axes[i] >= r) return "an axis out of range";
     }
     if (na < 0) na = r;
-    double roiv[2 * MP_CU_MAX_RANK], sv[MP_CU_MAX_RANK], scale[MP_CU_MAX_RANK], roi[2 * MP_CU_MAX_RANK];
+    double roiv[2 * MP_CU_MAX_RANK], sv[MP_CU_MAX_RANK];
     int nr = old ? 0 : konst_f64(c, vin(n, 1), roiv, 2 * MP_CU_MAX_RANK);
     int nsc = konst_f64(c, vin(n, old ? 1 : 2), sv, MP_CU_MAX_RANK), nsz = old ? 0 : konst_f64(c, vin(n, 3), sv, MP_CU_MAX_RANK);
     if (nr < 0 || nsc < 0 || nsz < 0) return "roi, scales or sizes that are not constants";
@@ -1027,48 +1022,233 @@ static const char *lower_resize(cg *c, const mp_node *n)
     double lo = INFINITY, hi = 0;
     for (int i = 0; i < na; i++) {
         int64_t a = axes[i];
-        if (nsz && !dim(c, x, (int)a)) return "an empty axis";
-        scale[a] = nsc ? sv[i] : (double)(int64_t)sv[i] / (double)dim(c, x, (int)a);
+        if (nsz && !xd[a]) return "an empty axis";
+        scale[a] = nsc ? sv[i] : (double)(int64_t)sv[i] / (double)xd[a];
         if (!(scale[a] > 0)) return "scales that are not positive";
         lo = fmin(lo, scale[a]), hi = fmax(hi, scale[a]);
     }
     for (int i = 0; nsz && pol && i < na; i++) scale[axes[i]] = pol == 1 ? lo : hi;
-    /* the axes to run, and the largest of the results between them */
-    int64_t cur[MP_CU_MAX_RANK], big = 0, pass[MP_CU_MAX_RANK][MP_CU_NP];
-    double passf[MP_CU_MAX_RANK][MP_CU_NF];
-    int npass = 0;
-    dims_of(c, x, cur);
-    for (int ax = 0; ax < r; ax++) {
-        int64_t in = cur[ax], out = dim(c, y, ax), outer = 1, inner = 1;
-        if (out > 0 && !in) return "an empty axis";
-        double sc = scale[ax] < 1 ? scale[ax] : 1;
-        if (p[RS_AA] && sc < 1.0 / 1024) return "an antialias scale below 1/1024";
-        int64_t taps = p[RS_MODE] == RS_NEAREST ? 2 : !p[RS_AA] ? (p[RS_MODE] == RS_LINEAR ? 2 : 4)
-                     : p[RS_MODE] == RS_LINEAR ? 2 - 2 * (int64_t)(floor(-1 / sc) + 1) : 2 - 2 * (int64_t)(floor(-2 / sc) + 1);
-        if (taps < 2 || taps > 4096) return "a scale that gives an unusable filter";
-        for (int i = 0; i < ax; i++) outer *= cur[i];
-        for (int i = ax + 1; i < r; i++) inner *= cur[i];
-        int64_t *q = pass[npass];
-        double *g = passf[npass];
-        memcpy(q, p, sizeof p), memcpy(g, f, sizeof f);
-        q[RS_OUTER] = outer, q[RS_IN] = in, q[RS_OUT] = out, q[RS_INNER] = inner, q[RS_TAPS] = taps;
-        g[RS_F_SCALE] = scale[ax], g[RS_F_ROI_S] = roi[ax], g[RS_F_ROI_E] = roi[r + ax];
-        if (resize_identity(q, g)) continue;
-        cur[ax] = out;
-        npass++;
-    }
-    for (int k = 0; k + 1 < npass; k++) /* the results between passes */
-        if (pass[k][RS_OUTER] * pass[k][RS_OUT] * pass[k][RS_INNER] > big) big = pass[k][RS_OUTER] * pass[k][RS_OUT] * pass[k][RS_INNER];
-    if (!numel(c, y)) return NULL;
-    if (!npass) return copy_value(c, x, y);
+    return NULL;
+}
+
+/* One axis's pass, in -> out cells between outer and inner: its p[] and f[] (q, g) from the shared
+ * ones, and whether its taps are the identity (no pass). */
+static const char *resize_axis(const int64_t *p, const double *f, int64_t outer, int64_t in, int64_t out, int64_t inner,
+                               double scale, double roi_s, double roi_e, int64_t *q, double *g, bool *ident)
+{
+    if (out > 0 && !in) return "an empty axis";
+    double sc = scale < 1 ? scale : 1;
+    if (p[RS_AA] && sc < 1.0 / 1024) return "an antialias scale below 1/1024";
+    int64_t taps = p[RS_MODE] == RS_NEAREST ? 2 : !p[RS_AA] ? (p[RS_MODE] == RS_LINEAR ? 2 : 4)
+                 : p[RS_MODE] == RS_LINEAR ? 2 - 2 * (int64_t)(floor(-1 / sc) + 1) : 2 - 2 * (int64_t)(floor(-2 / sc) + 1);
+    if (taps < 2 || taps > 4096) return "a scale that gives an unusable filter";
+    memcpy(q, p, MP_CU_NP * sizeof *q), memcpy(g, f, MP_CU_NF * sizeof *g);
+    q[RS_OUTER] = outer, q[RS_IN] = in, q[RS_OUT] = out, q[RS_INNER] = inner, q[RS_TAPS] = taps;
+    g[RS_F_SCALE] = scale, g[RS_F_ROI_S] = roi_s, g[RS_F_ROI_E] = roi_e;
+    *ident = resize_identity(q, g);
+    return NULL;
+}
+
+/* The passes' instructions: op per pass, src -> dst, the results between them in the workspace
+ * (doubles, two halves taking turns); res: each pass's result size. */
+static const char *resize_emit(cg *c, int op, int npass, int64_t (*pass)[MP_CU_NP], double (*passf)[MP_CU_NF],
+                               const int64_t *res, int32_t src, int32_t dst)
+{
+    int64_t big = 0;
+    for (int k = 0; k + 1 < npass; k++) big = res[k] > big ? res[k] : big;
+    if (!numel(c, dst)) return NULL;
+    if (!npass) return copy_value(c, src, dst);
     need_ws(c, 2 * big * (int64_t)sizeof(double));
     for (int k = 0; k < npass; k++) {
-        int64_t *q = pass[k];
-        EMIT(I, MP_CU_RESIZE, q[RS_OUTER] * q[RS_OUT] * q[RS_INNER]);
-        memcpy(I->p, q, sizeof I->p), memcpy(I->f, passf[k], sizeof I->f);
-        I->t[0] = k ? MP_CU_WS : T(c, x), I->t[1] = k == npass - 1 ? T(c, y) : MP_CU_WS;
+        EMIT(I, op, res[k]);
+        memcpy(I->p, pass[k], sizeof I->p), memcpy(I->f, passf[k], sizeof I->f);
+        I->t[0] = k ? MP_CU_WS : T(c, src), I->t[1] = k == npass - 1 ? T(c, dst) : MP_CU_WS;
         I->p[RS_SRC] = k ? ((k - 1) % 2) * big : 0, I->p[RS_DST] = k == npass - 1 ? 0 : (k % 2) * big;
     }
+    return NULL;
+}
+
+/* Resize (opset 10 on; runtime/cpu_resize.c's attributes, scales or sizes and
+ * roi as constants): one MP_CU_RESIZE per axis whose taps are not the
+ * identity, in axis order, the axes between in the workspace as doubles.
+ * ResizeGrad (inputs in opset 11's places, dX of X's shape): the adjoint, one
+ * MP_CU_RESIZE_DX per such axis in reverse order, as the CPU runs it. */
+static const char *lower_resize(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "ResizeGrad");
+    int32_t x = grad ? vout(n, 0) : vin(n, 0), y = grad ? vin(n, 0) : vout(n, 0); /* Resize's X and Y (dX, dY) */
+    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || V(c, x)->dtype == MP_BOOL) return "operands other than one non-bool type";
+    if (grad && !mp_dtype_is_float(V(c, x)->dtype)) return "a gradient other than float";
+    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
+    int r = V(c, x)->rank;
+    if (V(c, y)->rank != r) return "a rank change";
+    bool old = !grad && mp_graph_opset(c->g, n->domain) < 11;
+    int64_t p[MP_CU_NP], xd[MP_CU_MAX_RANK], cur[MP_CU_MAX_RANK], pass[MP_CU_MAX_RANK][MP_CU_NP], res[MP_CU_MAX_RANK];
+    double f[MP_CU_NF], scale[MP_CU_MAX_RANK], roi[2 * MP_CU_MAX_RANK], passf[MP_CU_MAX_RANK][MP_CU_NF];
+    dims_of(c, x, xd);
+    const char *e = resize_params(c, n, old, xd, r, p, f, scale, roi);
+    if (e) return e;
+    /* the axes to run: forward in axis order from X's dims, the adjoint in reverse from dY's */
+    int npass = 0;
+    dims_of(c, grad ? y : x, cur);
+    for (int k = 0; k < r; k++) {
+        int ax = grad ? r - 1 - k : k;
+        int64_t in = xd[ax], out = dim(c, y, ax), outer = 1, inner = 1;
+        bool ident;
+        for (int i = 0; i < ax; i++) outer *= cur[i];
+        for (int i = ax + 1; i < r; i++) inner *= cur[i];
+        if ((e = resize_axis(p, f, outer, in, out, inner, scale[ax], roi[ax], roi[r + ax], pass[npass], passf[npass], &ident)))
+            return e;
+        if (ident) continue;
+        cur[ax] = grad ? in : out;
+        res[npass++] = outer * cur[ax] * inner;
+    }
+    return resize_emit(c, grad ? MP_CU_RESIZE_DX : MP_CU_RESIZE, npass, pass, passf, res, grad ? y : x, grad ? x : y);
+}
+
+/* ---- Pad and its gradient ------------------------------------------------------------------------- */
+
+/* Pad's (PadGrad's) mode, begin pads per axis and fill element's bytes, as runtime/cpu_tensor.c
+ * mp_cpu_Pad (cpu_grad.c mp_cpu_PadGrad) reads them: pads from input 1 (the attribute `pads`, or
+ * `paddings` before opset 2, in opsets before 11), constant_value input 2 (the attribute `value`
+ * before 11), axes input 3 from opset 18 (the attribute before); PadGrad: pads input 1 or the
+ * attributes, axes input 2. small: X (dX), big: Y (dY). */
+static const char *pad_params(cg *c, const mp_node *n, bool grad, int32_t small, int32_t big, int64_t *mode, int64_t *begin,
+                              int64_t *fill)
+{
+    static const char *const modes[] = {"constant", "reflect", "edge", "wrap"};
+    int r = V(c, small)->rank, np, na = -1;
+    int64_t raw[2 * MP_CU_MAX_RANK], axes[MP_CU_MAX_RANK], end[MP_CU_MAX_RANK];
+    int64_t opset = mp_graph_opset(c->g, n->domain); /* the forward's */
+    unsigned char value[8] = {0};
+    if ((*mode = pick_name(mp_attr_str(n, "mode", "constant"), modes, 4)) < 0) return "an unknown mode";
+    if (grad ? vin(n, 1) < 0 : opset < 11) {
+        const int64_t *a;
+        const char *name = grad ? (mp_node_attr(n, "pads") ? "pads" : "paddings") : opset < 2 ? "paddings" : "pads";
+        np = mp_attr_ints(n, name, &a);
+        if (np < 0 || np > 2 * MP_CU_MAX_RANK) return "no pads";
+        memcpy(raw, a, (size_t)np * sizeof *raw);
+        int64_t d1 = 1;
+        mp_tensor t = {V(c, small)->dtype, 0, &d1, 1, value}; /* the fill in X's dtype, as the CPU converts it */
+        if (!grad) mp_tensor_set_f64(&t, 0, mp_attr_float(n, "value", 0.0f));
+    } else if ((np = konst_ints(c, vin(n, 1), raw, 2 * MP_CU_MAX_RANK)) < 0) {
+        return "pads that are not constants";
+    }
+    const mp_tensor *cv = !grad && opset >= 11 && vin(n, 2) >= 0 ? V(c, vin(n, 2))->konst : NULL;
+    if (!grad && opset >= 11 && vin(n, 2) >= 0 && (!cv || (cv->numel && !cv->data))) return "a constant_value that is not a constant";
+    if (cv && cv->numel) {
+        if (cv->dtype != V(c, small)->dtype) return "a constant_value of another dtype";
+        memcpy(value, cv->data, mp_elem_size(cv->dtype));
+    }
+    int32_t ax = vin(n, grad ? 2 : 3);
+    if (ax >= 0 && (grad || opset >= 18)) {
+        if ((na = konst_ints(c, ax, axes, MP_CU_MAX_RANK)) < 0) return "axes that are not constants";
+    } else if (ax >= 0) { /* before opset 18 the CPU reads the attribute */
+        const int64_t *a;
+        na = mp_attr_ints(n, "axes", &a);
+        if (na > MP_CU_MAX_RANK) return "too many axes";
+        if (na < 0) na = 0;
+        memcpy(axes, a, (size_t)na * sizeof *axes);
+    }
+    int nax = na >= 0 ? na : r;
+    if (np != 2 * nax) return "pads of other than two entries per axis";
+    for (int a = 0; a < r; a++) begin[a] = end[a] = 0;
+    for (int i = 0; i < nax; i++) {
+        int64_t a = na >= 0 ? norm_axis(axes[i], r) : i;
+        if (a < 0 || a >= r) return "an axis out of range";
+        begin[a] = raw[i], end[a] = raw[nax + i];
+    }
+    for (int a = 0; a < r; a++) {
+        if (dim(c, big, a) != dim(c, small, a) + begin[a] + end[a]) return "dims that disagree with the pads";
+        if (*mode != PAD_CONSTANT && !dim(c, small, a) && dim(c, big, a)) return "an empty axis padded by other than a constant";
+    }
+    memcpy(fill, value, sizeof value);
+    return NULL;
+}
+
+/* Pad: MP_CU_PAD, a thread per element of Y, reading X through its view; PadGrad: MP_CU_PAD_DX, a
+ * thread per element of dX summing the elements of dY (read through its view) that copied it. */
+static const char *lower_pad(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "PadGrad");
+    int32_t x = vin(n, 0), y = vout(n, 0), small = grad ? y : x, big = grad ? x : y;
+    int64_t mode, fill, begin[MP_CU_MAX_RANK], s[MP_CU_MAX_RANK];
+    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype) return "operands of other than one dtype";
+    if (grad && !mp_dtype_is_float(V(c, x)->dtype)) return "a gradient other than float";
+    if (tview(c, y)) return "a transposed view output";
+    int r = V(c, small)->rank;
+    if (V(c, big)->rank != r) return "a rank change";
+    const char *e = pad_params(c, n, grad, small, big, &mode, begin, &fill);
+    if (e || !numel(c, y)) return e;
+    EMIT(I, grad ? MP_CU_PAD_DX : MP_CU_PAD, numel(c, y));
+    I->t[0] = T(c, x), I->t[1] = T(c, y);
+    int64_t *p = I->p;
+    p[PAD_RANK] = r, p[PAD_MODE] = mode, p[PAD_FILL] = fill, p += PAD_DIMS;
+    p += dims_of(c, big, p);
+    memcpy(p, begin, (size_t)r * sizeof *begin), p += r;
+    p += dims_of(c, small, p);
+    strides_of(c, x, s);
+    put_view(p, 0, r, s);
+    return NULL;
+}
+
+/* ---- Einsum ------------------------------------------------------------------------------------------ */
+
+/* Einsum (and the Einsums of its gradient), as runtime/cpu_matmul.c mp_cpu_Einsum: MP_CU_EINSUM, a
+ * thread per output element. A label's size is its operands' size other than 1; the contracted
+ * labels, those not in the output, in increasing label order; each input read through its view. */
+static const char *lower_einsum(cg *c, const mp_node *n)
+{
+    int32_t y = vout(n, 0);
+    const char *eq = mp_attr_str(n, "equation", NULL);
+    if (!eq || y < 0 || n->nin < 1) return "no equation, input or output";
+    if (n->nin > MP_CU_NT - 1) return "more than 7 inputs";
+    mp_dtype dt = V(c, y)->dtype;
+    if (dt != MP_FLOAT && dt != MP_DOUBLE) return "a dtype other than float32 or float64";
+    if (tview(c, y)) return "a transposed view output";
+    int ranks[MP_EINSUM_MAX_IN];
+    for (int t = 0; t < n->nin; t++) {
+        if (n->in[t] < 0 || V(c, n->in[t])->dtype != dt) return "inputs absent or of another dtype";
+        ranks[t] = V(c, n->in[t])->rank;
+    }
+    mp_einsum e;
+    mp_err err = {0};
+    if (mp_einsum_parse(eq, n->nin, ranks, &e, &err)) return "an equation that does not parse";
+    int64_t size[MP_EINSUM_LABELS];
+    for (int l = 0; l < MP_EINSUM_LABELS; l++) size[l] = -1;
+    for (int t = 0; t < n->nin; t++)
+        for (int i = 0; i < e.rank[t]; i++) {
+            int l = e.label[t][i];
+            int64_t d = dim(c, n->in[t], i);
+            if (size[l] < 0 || size[l] == 1) size[l] = d;
+            else if (d != size[l] && d != 1) return "label sizes that disagree";
+        }
+    int no = e.out_rank, ns = 0, sum[MP_EINSUM_LABELS];
+    bool in_out[MP_EINSUM_LABELS] = {false};
+    if (no != V(c, y)->rank) return "an output rank other than the equation's";
+    for (int i = 0; i < no; i++) {
+        if (size[e.out[i]] != dim(c, y, i)) return "output dims other than the equation's";
+        in_out[e.out[i]] = true;
+    }
+    for (int l = 0; l < MP_EINSUM_LABELS; l++)
+        if (size[l] >= 0 && !in_out[l]) sum[ns++] = l;
+    if (ns > MP_CU_EINSUM_MAXS || ES_DIMS + no + ns + n->nin * (no + ns) > MP_CU_NP) return "more labels than the kernel's parameters hold";
+    if (!numel(c, y)) return NULL;
+    EMIT(I, MP_CU_EINSUM, numel(c, y));
+    int64_t *p = I->p;
+    p[ES_NIN] = n->nin, p[ES_NO] = no, p[ES_NS] = ns, p += ES_DIMS;
+    for (int i = 0; i < no; i++) *p++ = dim(c, y, i);
+    for (int i = 0; i < ns; i++) *p++ = size[sum[i]];
+    for (int t = 0; t < n->nin; t++) {
+        int64_t xs[MP_CU_MAX_RANK], str[MP_EINSUM_LABELS] = {0};
+        strides_of(c, n->in[t], xs);
+        for (int i = 0; i < e.rank[t]; i++)
+            if (dim(c, n->in[t], i) != 1) str[e.label[t][i]] += xs[i];
+        for (int i = 0; i < no; i++) *p++ = str[e.out[i]];
+        for (int i = 0; i < ns; i++) *p++ = str[sum[i]];
+        I->t[t] = T(c, n->in[t]);
+    }
+    I->t[n->nin] = T(c, y);
     return NULL;
 }
 
@@ -1189,6 +1369,7 @@ static const struct {
     {"SGDUpdate", lower_optim}, {"MomentumUpdate", lower_optim}, {"AdafactorUpdate", lower_adafactor},
     {"ReduceSum", lower_reduce}, {"ReduceMean", lower_reduce}, {"ReduceSumGrad", lower_reduce},
     {"ReduceMeanGrad", lower_reduce}, {"ConvTranspose", lower_conv_transpose}, {"Resize", lower_resize},
+    {"ResizeGrad", lower_resize}, {"Pad", lower_pad}, {"PadGrad", lower_pad}, {"Einsum", lower_einsum},
 };
 
 static lower_fn find_lowering(const char *op)

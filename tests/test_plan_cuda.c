@@ -12,7 +12,8 @@
  *      (MP_CU_HOST_BLOCKS=1) as the GPU splits them; under
  *      the sanitizer build it runs with ASan, so index math that strays
  *      outside a tensor fails here; a model written here holds the forms of
- *      ReduceMean/ReduceSum, Resize and ConvTranspose no real model shows;
+ *      ReduceMean/ReduceSum, Resize, ConvTranspose, Pad and Einsum no real
+ *      model shows;
  *   3. when nvcc is present, each plan.cu of step 1 compiles and links against
  *      the GPU runtime (compiled once: memplan_cuda.cu, mp_cu_cudnn.cu; cuBLAS,
  *      cuDNN), with every nvcc warning an error. */
@@ -32,7 +33,7 @@
 #define TORCH MEMPLAN_SHARED "/models/torch/"
 #define TP MEMPLAN_SHARED "/models/third-party/"
 #define LOSS_RTOL 1e-5 /* fp32 sums in another order (Conv: direct vs im2col + BLAS) */
-#define FORMS_RTOL 1e-6 /* the op-forms model: a wrong tap, pad or scale in one of its 28 branches moves the loss by > 5e-6 */
+#define FORMS_RTOL 1e-6 /* the op-forms model: a wrong tap, pad or scale in one of its 38 branches moves the loss by > 5e-6 */
 
 typedef struct model {
     const char *path, *args[8];
@@ -223,9 +224,13 @@ static void add_sq(mp_ob *b, const char **acc, const char *v)
  * input; Resize in each mode, coordinate transformation, nearest rounding,
  * cubic coefficient, exclude_outside and antialias (sizes given); ConvTranspose
  * with strides, pads, output_padding, dilations, groups, output_shape,
- * SAME_UPPER, a bias and one spatial dim. Reductions and ConvTransposes read
- * x * p, so their gradients run too; each branch adds mean(v^2) to a scalar
- * output (an MSE loss). */
+ * SAME_UPPER, a bias and one spatial dim; Pad in each mode, pads wider than
+ * the input and negative (a crop); Einsum as a batched matmul, with an
+ * implicit output, "..." broadcasting a size-1 axis, labels summed by one
+ * operand alone, and a diagonal. All but the diagonal read x * p, so their
+ * gradients run too (ResizeGrad, PadGrad, the gradient's Einsums); each
+ * branch adds mean(v^2) to a scalar output (an MSE loss). The builder writes
+ * opset 17: Pad's axes input (opset 18) is not among the forms. */
 static void write_op_forms(const char *path)
 {
     mp_ob *b = mp_ob_new("main_graph");
@@ -265,7 +270,7 @@ static void write_op_forms(const char *path)
     };
     for (size_t k = 0; k < sizeof rs / sizeof *rs; k++) {
         const char *sizes = mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 2, rs[k].h, rs[k].w});
-        Onnx__NodeProto *n = NODE(b, "Resize", x, "", "", sizes);
+        Onnx__NodeProto *n = NODE(b, "Resize", xp, "", "", sizes);
         mp_ob_attr_str(b, n, "mode", rs[k].mode);
         mp_ob_attr_str(b, n, "coordinate_transformation_mode", rs[k].coord);
         if (rs[k].round) mp_ob_attr_str(b, n, "nearest_mode", rs[k].round);
@@ -292,7 +297,7 @@ static void write_op_forms(const char *path)
         mp_ob_attr_int(b, c, "to", MP_FLOAT);
         const char *v = OP(b, "Div", c->output[0], mp_ob_const_f32(b, (float)rsc[k].den));
         const char *sizes = crop ? mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 2, 5, 4}) : "";
-        Onnx__NodeProto *n = crop ? NODE(b, "Resize", x, v, "", sizes) : NODE(b, "Resize", x, "", v);
+        Onnx__NodeProto *n = crop ? NODE(b, "Resize", xp, v, "", sizes) : NODE(b, "Resize", xp, "", v);
         mp_ob_attr_str(b, n, "mode", rsc[k].mode);
         mp_ob_attr_str(b, n, "coordinate_transformation_mode", rsc[k].coord);
         if (crop) mp_ob_attr_float(b, n, "extrapolation_value", 0.5f);
@@ -324,6 +329,44 @@ static void write_op_forms(const char *path)
     mp_ob_attr_ints(b, n, "strides", INTS(3));
     mp_ob_attr_ints(b, n, "pads", INTS(1, 2));
     add_sq(b, &acc, n->output[0]);
+    /* Pad: X [2, 2, 6, 6], pads (begin per axis, then end) wider than an axis (reflect and wrap
+     * fold more than once) and negative (cropped) */
+    static const struct {
+        const char *mode;
+        int64_t pads[8];
+        float value;
+    } pads[] = {
+        {"constant", {0, 0, 1, 2, 0, 1, 2, 0}, 0.5f}, {"reflect", {0, 0, 2, 7, 0, 0, 5, 1}, 0},
+        {"edge", {0, 1, -1, 3, 0, -1, 2, -2}, 0},      {"wrap", {0, 0, 3, 8, 0, 0, 7, 2}, 0},
+        {"constant", {0, 0, -2, 1, 0, 0, 1, -3}, 0},
+    };
+    for (size_t k = 0; k < sizeof pads / sizeof *pads; k++) {
+        const char *pv = mp_ob_const_i64(b, 1, 8, pads[k].pads);
+        n = pads[k].value ? NODE(b, "Pad", xp, pv, mp_ob_const_f32(b, pads[k].value)) : NODE(b, "Pad", xp, pv);
+        mp_ob_attr_str(b, n, "mode", pads[k].mode);
+        add_sq(b, &acc, n->output[0]);
+    }
+    /* Einsum on X [2, 2, 6, 6] (labels n b i j) and parameters */
+    static const struct {
+        const char *eq;
+        int rank;
+        int64_t dims[4];
+    } eins[] = {
+        {"nbij,bjk->nbik", 3, {2, 6, 4}},         /* a batched matmul */
+        {"nbij,jk", 2, {6, 5}},                   /* implicit output: "bikn" */
+        {"...ij,...jk->...ik", 4, {2, 1, 6, 3}},  /* "..." broadcast along a size-1 axis */
+        {"nbij,jkm->nbk", 3, {6, 3, 2}},          /* i summed by X alone, m by the parameter alone */
+    };
+    for (size_t k = 0; k < sizeof eins / sizeof *eins; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "e%zu", k);
+        n = NODE(b, "Einsum", xp, mp_ob_param_uniform(b, name, eins[k].rank, eins[k].dims, 1.0f));
+        mp_ob_attr_str(b, n, "equation", eins[k].eq);
+        add_sq(b, &acc, n->output[0]);
+    }
+    n = NODE(b, "Einsum", x); /* a diagonal (its gradient is not supported: it reads x) */
+    mp_ob_attr_str(b, n, "equation", "nbii->nbi");
+    add_sq(b, &acc, n->output[0]);
     mp_ob_output(b, acc, "total", MP_FLOAT, 0, NULL);
     mp_err err = {0};
     ck_assert_msg(mp_ob_write(b, path, &err) > 0, "%s: %s", path, err.msg);
@@ -337,7 +380,7 @@ START_TEST(op_forms_match_cpu)
     snprintf(out, sizeof out, "%s/forms", dir);
     write_op_forms(path);
     const model m = {path, {"--optimizer", "sgd"}, 1}; /* SGD: a gradient's scale shows */
-    check_on_host(&m, out, "ReduceMean/ReduceSum/Resize/ConvTranspose forms", FORMS_RTOL);
+    check_on_host(&m, out, "ReduceMean/ReduceSum/Resize/ConvTranspose/Pad/Einsum forms", FORMS_RTOL);
 }
 END_TEST
 

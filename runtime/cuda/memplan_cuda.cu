@@ -167,6 +167,10 @@ static void init_launchers(void)
     launchers[MP_CU_OPTIM] = launch<k_optim>;
     launchers[MP_CU_ADAFACTOR] = launch_adafactor;
     launchers[MP_CU_RESIZE] = launch<k_resize>;
+    launchers[MP_CU_PAD] = launch<k_pad>;
+    launchers[MP_CU_PAD_DX] = launch<k_pad_dx>;
+    launchers[MP_CU_EINSUM] = launch<k_einsum>;
+    launchers[MP_CU_RESIZE_DX] = launch<k_resize_dx>;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */

@@ -44,6 +44,10 @@ enum {
     MP_CU_OPTIM,        /* Adam / AdamW / SGD / Momentum, p[0] the rule */
     MP_CU_ADAFACTOR,    /* in phases: row and column moments, their means, sum of u^2, the update */
     MP_CU_RESIZE,       /* Resize along one axis (a launch per axis, doubles in the workspace between them) */
+    MP_CU_PAD,          /* out[i] = in[source index per axis] or the fill (any dtype, by element size) */
+    MP_CU_PAD_DX,       /* Pad's gradient: a thread per dX element sums the dY elements that copied it */
+    MP_CU_EINSUM,       /* a thread per output element: the sum over the contracted labels of the operands' product */
+    MP_CU_RESIZE_DX,    /* Resize's adjoint along one axis: a thread per input cell gathers the outputs that read it */
     MP_CU_OP_COUNT
 };
 

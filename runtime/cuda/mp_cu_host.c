@@ -24,6 +24,8 @@ static const mp_cu_elem_fn elem_fns[MP_CU_OP_COUNT] = {
     [MP_CU_POOL] = k_pool,         [MP_CU_POOL_DX] = k_pool_dx,     [MP_CU_GATHER] = k_gather,
     [MP_CU_SCATTER_ADD] = k_scatter_add, [MP_CU_DROPOUT] = k_dropout, [MP_CU_TRILU] = k_trilu,
     [MP_CU_OPTIM] = k_optim,       [MP_CU_ADAFACTOR] = k_adafactor, [MP_CU_RESIZE] = k_resize,
+    [MP_CU_PAD] = k_pad,           [MP_CU_PAD_DX] = k_pad_dx,       [MP_CU_EINSUM] = k_einsum,
+    [MP_CU_RESIZE_DX] = k_resize_dx,
 };
 
 static char *host_alloc(const mp_cu_plan *p, void **ws, size_t *taken)

@@ -920,8 +920,8 @@ MP_HD double mp_cu_rs_w(const int64_t *p, const double *f, const mp_cu_rs *t, in
     return w;
 }
 
-/* Output coordinate o's taps; 0 when it has none (tf_crop_and_resize outside the crop). */
-MP_HD int mp_cu_rs_at(const int64_t *p, const double *f, int64_t o, mp_cu_rs *t)
+/* Output coordinate o's position in the input (before tf_crop_and_resize's test of the crop). */
+MP_HD double mp_cu_rs_coord(const int64_t *p, const double *f, int64_t o)
 {
     double in_w = (double)p[RS_IN], scale = f[RS_F_SCALE], out_w = scale * in_w, x = (double)o, xo;
     double rs = f[RS_F_ROI_S], re = f[RS_F_ROI_E];
@@ -934,13 +934,35 @@ MP_HD int mp_cu_rs_at(const int64_t *p, const double *f, int64_t o, mp_cu_rs *t)
     default:
         xo = out_w == 1 ? (re - rs) * (in_w - 1) / 2 : x * (re - rs) * (in_w - 1) / (out_w - 1);
         xo += rs * (in_w - 1);
-        if (xo < 0 || xo > in_w - 1) return 0;
         break;
     }
+    return xo;
+}
+
+/* The left neighbour and ratio of source position xo; returns the first of its taps. */
+MP_HD int64_t mp_cu_rs_first_at(const int64_t *p, double xo, double *ratio, int64_t *i0)
+{
     double fl = floor(xo);
-    t->ratio = xo - fl, t->i0 = (int64_t)fl;
-    if (t->ratio == 0) t->ratio = 1, t->i0--; /* integer: the pixel itself, as the right neighbour */
-    t->first = t->i0 - p[RS_TAPS] / 2 + 1;   /* the nearest taps, left preferred */
+    *ratio = xo - fl, *i0 = (int64_t)fl;
+    if (*ratio == 0) *ratio = 1, (*i0)--; /* integer: the pixel itself, as the right neighbour */
+    return *i0 - p[RS_TAPS] / 2 + 1;      /* the nearest taps, left preferred */
+}
+
+/* Output o's first tap, also for an output outside tf_crop_and_resize's crop: non-decreasing in o
+ * wherever the coordinate map increases (every mode but a crop whose roi ends before it starts). */
+MP_HD int64_t mp_cu_rs_first(const int64_t *p, const double *f, int64_t o)
+{
+    double ratio;
+    int64_t i0;
+    return mp_cu_rs_first_at(p, mp_cu_rs_coord(p, f, o), &ratio, &i0);
+}
+
+/* Output coordinate o's taps; 0 when it has none (tf_crop_and_resize outside the crop). */
+MP_HD int mp_cu_rs_at(const int64_t *p, const double *f, int64_t o, mp_cu_rs *t)
+{
+    double in_w = (double)p[RS_IN], xo = mp_cu_rs_coord(p, f, o);
+    if (p[RS_COORD] == RS_TF_CROP && (xo < 0 || xo > in_w - 1)) return 0;
+    t->first = mp_cu_rs_first_at(p, xo, &t->ratio, &t->i0);
     t->s1 = t->s2 = 1;
     if (p[RS_AA]) {
         double s = 0;
@@ -959,6 +981,8 @@ MP_HD int mp_cu_rs_at(const int64_t *p, const double *f, int64_t o, mp_cu_rs *t)
     return 1;
 }
 
+MP_HD int64_t mp_cu_clamp(int64_t v, int64_t n) { return v < 0 ? 0 : v >= n ? n - 1 : v; }
+
 MP_HD void k_resize(const mp_cu_args *a, int64_t i)
 {
     const int64_t *p = a->p;
@@ -969,12 +993,192 @@ MP_HD void k_resize(const mp_cu_args *a, int64_t i)
     else
         for (int64_t j = 0; j < p[RS_TAPS]; j++) {
             double w = mp_cu_rs_w(p, a->f, &t, j);
-            int64_t ix = t.first + j;
             if (w == 0) continue;
-            ix = ix < 0 ? 0 : ix >= in ? in - 1 : ix; /* edge padding */
+            int64_t ix = mp_cu_clamp(t.first + j, in); /* edge padding */
             acc += w * mp_cu_ld(a->x[0], a->dt[0], p[RS_SRC] + (q * in + ix) * inner + k);
         }
     mp_cu_st(a->x[1], a->dt[1], p[RS_DST] + i, acc);
+}
+
+/* The adjoint of k_resize along one axis (runtime/cpu_resize.c resize_adjoint): x0 is outer x out x
+ * inner, x1 outer x in x inner, a thread per element of x1. Its value is the sum, over the outputs o
+ * ascending and their taps j ascending whose edge-clamped index is its own, of w * x0[o] (the CPU's
+ * order of additions into it); outputs outside a crop read nothing, so give nothing. p, f: as MP_CU_RESIZE. */
+MP_HD void k_resize_dx(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p, T = p[RS_TAPS];
+    int64_t inner = p[RS_INNER], in = p[RS_IN], out = p[RS_OUT], k = i % inner, ix = (i / inner) % in, q = i / (inner * in);
+    int64_t lo = 0, hi = out;
+    if (out > 0 && mp_cu_rs_first(p, a->f, 0) <= mp_cu_rs_first(p, a->f, out - 1)) {
+        /* first(o) non-decreasing: the outputs whose clamped window holds ix are the range [lo, hi) */
+        int64_t l = 0, h = out;
+        while (l < h) { /* lo: the first o whose window ends at or past ix */
+            int64_t m = l + (h - l) / 2;
+            if (mp_cu_clamp(mp_cu_rs_first(p, a->f, m) + T - 1, in) >= ix) h = m;
+            else l = m + 1;
+        }
+        lo = l, h = out;
+        while (l < h) { /* hi: the first o whose window starts past ix */
+            int64_t m = l + (h - l) / 2;
+            if (mp_cu_clamp(mp_cu_rs_first(p, a->f, m), in) > ix) h = m;
+            else l = m + 1;
+        }
+        hi = l;
+    }
+    double acc = 0;
+    for (int64_t o = lo; o < hi; o++) {
+        mp_cu_rs t;
+        if (!mp_cu_rs_at(p, a->f, o, &t)) continue;
+        for (int64_t j = 0; j < T; j++) {
+            double w = mp_cu_rs_w(p, a->f, &t, j);
+            if (w != 0 && mp_cu_clamp(t.first + j, in) == ix)
+                acc += w * mp_cu_ld(a->x[0], a->dt[0], p[RS_SRC] + (q * out + o) * inner + k);
+        }
+    }
+    mp_cu_st(a->x[1], a->dt[1], p[RS_DST] + i, acc);
+}
+
+/* ---- Pad (runtime/cpu_tensor.c mp_cpu_Pad) and its gradient (cpu_grad.c mp_cpu_PadGrad) ------------ */
+
+/* p: rank r, mode, the fill element's bytes, then the padded tensor's dims[r], begin[r] (negative:
+ * cropped), the other's dims[r], and the view (offset, strides[r]) the kernel reads.
+ * MP_CU_PAD: X x0 (read through the view) -> Y x1; MP_CU_PAD_DX: dY x0 (through the view) -> dX x1. */
+enum { PAD_RANK = 0, PAD_MODE, PAD_FILL, PAD_DIMS };
+enum { PAD_CONSTANT = 0, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
+
+/* The index along an axis of d cells that padded position o copies (runtime/cpu_util.c
+ * mp_pad_index_map); -1: the constant fill. */
+MP_HD int64_t mp_cu_pad_src(int mode, int64_t o, int64_t begin, int64_t d)
+{
+    int64_t j = o - begin, per = 2 * (d - 1);
+    if (j >= 0 && j < d) return j;
+    if (mode == PAD_CONSTANT) return -1;
+    if (mode == PAD_EDGE) return j < 0 ? 0 : d - 1;
+    if (mode == PAD_WRAP) return (j % d + d) % d;
+    if (d == 1) return 0;
+    j = (j % per + per) % per;
+    return j >= d ? per - j : j;
+}
+
+/* The first padded position at or after o (of out) that copies index j, -1 if none. */
+MP_HD int64_t mp_cu_pad_next(int mode, int64_t j, int64_t begin, int64_t d, int64_t out, int64_t o)
+{
+    int64_t own = j + begin; /* the one position inside the copy of the input */
+    if (mode == PAD_CONSTANT) return own >= o && own < out ? own : -1;
+    for (; o < out; o++) {
+        if (o >= begin && o < begin + d) { /* inside: only own */
+            if (o <= own) return own < out ? own : -1;
+            o = begin + d - 1;
+            continue;
+        }
+        if (mp_cu_pad_src(mode, o, begin, d) == j) return o;
+    }
+    return -1;
+}
+
+/* a thread per element of Y */
+MP_HD void k_pad(const mp_cu_args *a, int64_t i)
+{
+    int r = (int)a->p[PAD_RANK], mode = (int)a->p[PAD_MODE];
+    const int64_t *od = a->p + PAD_DIMS, *bg = od + r, *id = bg + r, *is = id + r + 1;
+    int64_t s = id[r], rem = i;
+    int fill = 0;
+    for (int k = r - 1; k >= 0; k--) {
+        int64_t q = rem / od[k], j = mp_cu_pad_src(mode, rem - q * od[k], bg[k], id[k]);
+        fill |= j < 0, s += j * is[k], rem = q;
+    }
+    switch (mp_cu_esize(a->dt[1])) {
+    case 1: {
+        unsigned char v;
+        if (fill) memcpy(&v, &a->p[PAD_FILL], sizeof v);
+        else v = ((const unsigned char *)a->x[0])[s];
+        ((unsigned char *)a->x[1])[i] = v;
+        break;
+    }
+    case 4: {
+        uint32_t v;
+        if (fill) memcpy(&v, &a->p[PAD_FILL], sizeof v);
+        else v = ((const uint32_t *)a->x[0])[s];
+        ((uint32_t *)a->x[1])[i] = v;
+        break;
+    }
+    default: {
+        uint64_t v;
+        if (fill) memcpy(&v, &a->p[PAD_FILL], sizeof v);
+        else v = ((const uint64_t *)a->x[0])[s];
+        ((uint64_t *)a->x[1])[i] = v;
+        break;
+    }
+    }
+}
+
+/* a thread per element of dX: the dY elements that copied it, in dY's row-major order (an odometer
+ * over each axis's positions that copy this index), summed in double. */
+MP_HD void k_pad_dx(const mp_cu_args *a, int64_t i)
+{
+    int r = (int)a->p[PAD_RANK], mode = (int)a->p[PAD_MODE];
+    const int64_t *od = a->p + PAD_DIMS, *bg = od + r, *id = bg + r, *ys = id + r + 1;
+    int64_t j[MP_CU_MAX_RANK], o[MP_CU_MAX_RANK], first[MP_CU_MAX_RANK], off = id[r], rem = i;
+    double acc = 0;
+    int k;
+    for (k = r - 1; k >= 0; k--) {
+        int64_t q = rem / id[k];
+        j[k] = rem - q * id[k], rem = q;
+    }
+    for (k = 0; k < r; k++) {
+        first[k] = o[k] = mp_cu_pad_next(mode, j[k], bg[k], id[k], od[k], 0);
+        if (o[k] < 0) break;
+        off += o[k] * ys[k];
+    }
+    while (k == r) {
+        acc += mp_cu_ld(a->x[0], a->dt[0], off);
+        for (k = r - 1; k >= 0; k--) { /* the next position: the last axis fastest */
+            int64_t nx = mp_cu_pad_next(mode, j[k], bg[k], id[k], od[k], o[k] + 1);
+            if (nx >= 0) {
+                off += (nx - o[k]) * ys[k], o[k] = nx;
+                break;
+            }
+            off += (first[k] - o[k]) * ys[k], o[k] = first[k];
+        }
+        k = k < 0 ? -1 : r;
+    }
+    mp_cu_st(a->x[1], a->dt[1], i, acc);
+}
+
+/* ---- Einsum (runtime/cpu_matmul.c mp_cpu_Einsum) ---------------------------------------------------- */
+
+/* p: nin, output rank no, contracted labels ns, the output dims[no], the contracted sizes[ns], then
+ * per input its element strides along the output axes[no] and the contracted labels[ns] (0 where it
+ * lacks the label or broadcasts it; summed for a repeated label: a diagonal). Inputs x0.., the output
+ * x[nin] (float32 / float64), a thread per output element: the sum over the contracted index space,
+ * row-major, of the product of the inputs in input order, in double. */
+enum { ES_NIN = 0, ES_NO, ES_NS, ES_DIMS };
+#define MP_CU_EINSUM_MAXS 16 /* contracted labels */
+
+MP_HD void k_einsum(const mp_cu_args *a, int64_t i)
+{
+    int nin = (int)a->p[ES_NIN], no = (int)a->p[ES_NO], ns = (int)a->p[ES_NS], w = no + ns;
+    const int64_t *od = a->p + ES_DIMS, *cs = od + no, *st = cs + ns;
+    int64_t off[MP_CU_NT] = {0}, sidx[MP_CU_EINSUM_MAXS] = {0}, rem = i, cnt = 1;
+    for (int d = no - 1; d >= 0; d--) { /* one unflattening for every input */
+        int64_t q = rem / od[d], at = rem - q * od[d];
+        for (int t = 0; t < nin; t++) off[t] += at * st[t * w + d];
+        rem = q;
+    }
+    for (int c = 0; c < ns; c++) cnt *= cs[c];
+    double acc = 0;
+    for (int64_t s = 0; s < cnt; s++) {
+        double prod = 1;
+        for (int t = 0; t < nin; t++) prod *= mp_cu_ld(a->x[t], a->dt[t], off[t]);
+        acc += prod;
+        for (int c = ns - 1; c >= 0; c--) { /* the last contracted label fastest */
+            int wrap = ++sidx[c] == cs[c];
+            for (int t = 0; t < nin; t++) off[t] += (wrap ? 1 - cs[c] : 1) * st[t * w + no + c];
+            if (!wrap) break;
+            sidx[c] = 0;
+        }
+    }
+    mp_cu_st(a->x[nin], a->dt[nin], i, acc);
 }
 
 /* ---- which launches the GPU runs as a block per output ------------------------------------- */
