@@ -106,6 +106,12 @@ int mp_autodiff(mp_graph *g, int32_t loss, int32_t seed, int32_t *param_grad, mp
  * LayerNormalization nodes (fuse.c), so the backward saves what the fused
  * op saves; relinks the graph. */
 int mp_train_fuse(mp_graph *g, mp_err *err);
+/* Unrolls every RNN, GRU and LSTM node over its bound sequence length into
+ * primitive ops in the node's place (unroll_rnn.c), so autodiff, the
+ * executor and the plan see each step; fails naming the node when one cannot
+ * be (sequence_lens shorter than the sequence, an unknown activation, an
+ * unbound dim); relinks the graph. */
+int mp_unroll_rnn(mp_graph *g, mp_err *err);
 /* Emits gradient accumulation (micro_batches > 1) and the optimizer update;
  * with ls (fp16), updates that skip a step whose gradients are not all finite. */
 int mp_optimizer_build(mp_graph *g, const mp_train_opts *o, const int32_t *param_grad, const int32_t *master,

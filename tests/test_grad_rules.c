@@ -50,7 +50,7 @@ typedef struct tval {
 
 typedef struct tnode {
     const char *op;
-    const char *in[5]; /* "" : an omitted optional input */
+    const char *in[8]; /* "" : an omitted optional input (the recurrent ops take up to 8) */
     const char *out[2];
     tattr a[6];
 } tnode;
@@ -384,6 +384,36 @@ static const tcase cases[] = {
      {{"Pad", {"p"}, {"y"}, {IS("pads", 2, 1, 1, 3), S("mode", "reflect")}}}},
     {"pad_opset2_attribute_constant", 2, MP_LOSS_MSE, SIGNED, {{"p", 'p', 3, {2, 3, 2}}},
      {{"Pad", {"p"}, {"y"}, {IS("pads", 0, -1, 1, 1, 2, 0), F("value", 0.3f)}}}},
+    /* ---- recurrences: unrolled before autodiff (passes/unroll_rnn.c); T 3, B 2, I 3, H 2 ---- */
+    {"lstm_bias_initial_states", 17, MP_LOSS_MSE, SIGNED,
+     {{"X", 'x', 3, {3, 2, 3}}, {"W", 'p', 3, {1, 8, 3}}, {"R", 'p', 3, {1, 8, 2}}, {"B", 'p', 2, {1, 16}},
+      {"h0", 'p', 3, {1, 2, 2}}, {"c0", 'p', 3, {1, 2, 2}}},
+     {{"LSTM", {"X", "W", "R", "B", "", "h0", "c0"}, {"Y", "Y_h"}, {I("hidden_size", 2)}}}},
+    {"lstm_bidirectional", 17, MP_LOSS_MSE, SIGNED,
+     {{"X", 'x', 3, {3, 2, 3}}, {"W", 'p', 3, {2, 8, 3}}, {"R", 'p', 3, {2, 8, 2}}, {"B", 'p', 2, {2, 16}},
+      {"h0", 'p', 3, {2, 2, 2}}},
+     {{"LSTM", {"X", "W", "R", "B", "", "h0"}, {"Y"}, {I("hidden_size", 2), S("direction", "bidirectional")}}}},
+    {"lstm_peepholes", 17, MP_LOSS_MSE, SIGNED,
+     {{"X", 'x', 3, {3, 2, 3}}, {"W", 'p', 3, {1, 8, 3}}, {"R", 'p', 3, {1, 8, 2}}, {"B", 'p', 2, {1, 16}},
+      {"c0", 'p', 3, {1, 2, 2}}, {"P", 'p', 2, {1, 6}}},
+     {{"LSTM", {"X", "W", "R", "B", "", "", "c0", "P"}, {"Y"}, {I("hidden_size", 2)}}}},
+    {"lstm_layout1", 17, MP_LOSS_MSE, SIGNED,
+     {{"X", 'x', 3, {2, 3, 3}}, {"W", 'p', 3, {1, 8, 3}}, {"R", 'p', 3, {1, 8, 2}}, {"h0", 'p', 3, {2, 1, 2}},
+      {"c0", 'p', 3, {2, 1, 2}}},
+     {{"LSTM", {"X", "W", "R", "", "", "h0", "c0"}, {"Y"}, {I("hidden_size", 2), I("layout", 1)}}}},
+    {"gru_linear_before_reset0", 17, MP_LOSS_MSE, SIGNED,
+     {{"X", 'x', 3, {3, 2, 3}}, {"W", 'p', 3, {1, 6, 3}}, {"R", 'p', 3, {1, 6, 2}}, {"B", 'p', 2, {1, 12}},
+      {"h0", 'p', 3, {1, 2, 2}}},
+     {{"GRU", {"X", "W", "R", "B", "", "h0"}, {"Y"}, {I("hidden_size", 2)}}}},
+    {"gru_linear_before_reset1", 17, MP_LOSS_MSE, SIGNED,
+     {{"X", 'x', 3, {3, 2, 3}}, {"W", 'p', 3, {1, 6, 3}}, {"R", 'p', 3, {1, 6, 2}}, {"B", 'p', 2, {1, 12}},
+      {"h0", 'p', 3, {1, 2, 2}}},
+     {{"GRU", {"X", "W", "R", "B", "", "h0"}, {"Y"}, {I("hidden_size", 2), I("linear_before_reset", 1)}}}},
+    {"rnn_reverse_clip", 17, MP_LOSS_MSE, SIGNED,
+     {{"X", 'x', 3, {3, 2, 3}}, {"W", 'p', 3, {1, 2, 3}}, {"R", 'p', 3, {1, 2, 2}}, {"B", 'p', 2, {1, 4}},
+      {"h0", 'p', 3, {1, 2, 2}}},
+     {{"RNN", {"X", "W", "R", "B", "", "h0"}, {"Y"}, {I("hidden_size", 2), S("direction", "reverse"), F("clip", 0.8f)}}}},
+
     /* ---- losses ---- */
     {"softmax_cross_entropy", 17, MP_LOSS_XENT, SIGNED, {{"x", 'x', 2, {4, 3}}, {"W", 'p', 2, {3, 5}}},
      {{"MatMul", {"x", "W"}, {"y"}}}},
@@ -450,9 +480,9 @@ static mp_graph *build(const tcase *c)
     for (int i = 0; i < 8 && c->v[i].name; i++) add_leaf(g, &c->v[i], ins, &nin);
     for (int k = 0; k < 4 && c->n[k].op; k++) {
         const tnode *t = &c->n[k];
-        int32_t in[5], out[2];
+        int32_t in[8], out[2];
         int ni = 0, no = 0;
-        for (; ni < 5 && t->in[ni]; ni++) {
+        for (; ni < 8 && t->in[ni]; ni++) {
             in[ni] = !*t->in[ni] ? -1 : mp_graph_find(g, t->in[ni]);
             ck_assert_msg(!*t->in[ni] || in[ni] >= 0, "%s: no value '%s'", c->name, t->in[ni]);
         }
@@ -477,7 +507,9 @@ static const char *missing(const tcase *c)
     static char why[128];
     for (int k = 0; k < 4 && c->n[k].op; k++) {
         const mp_op_def *d = mp_op_find(c->n[k].op, "");
-        if (!d || !mp_grad_rule_for(d->id)) {
+        /* the recurrent ops have no rule: the training step unrolls them first */
+        bool unrolled = !strcmp(c->n[k].op, "RNN") || !strcmp(c->n[k].op, "GRU") || !strcmp(c->n[k].op, "LSTM");
+        if (!d || (!mp_grad_rule_for(d->id) && !unrolled)) {
             snprintf(why, sizeof why, "no gradient rule registered for %s", c->n[k].op);
             return why;
         }
