@@ -297,6 +297,20 @@ static int32_t kept(mp_ad *ad, int32_t v, const int64_t *kd, int rank)
     return emit2(ad, "Reshape", v, ad_const_ints(ad, kd, rank));
 }
 
+/* The gradient of a max or min over the axes that are 1 in kd: g (dY, keepdims shape) shared evenly among
+ * the elements of X equal to the extreme y (keepdims shape). */
+static int32_t extreme_grad(mp_ad *ad, int32_t x, int32_t y, int32_t g, const int64_t *kd, int rank)
+{
+    int32_t eq = emit2(ad, "Equal", x, y), m;
+    int32_t n = ad_add1(ad, "Cast", "", 1, &eq, "grad_reduce", &m);
+    ad_attr_int(ad->g, &ad->g->nodes[n], "to", ad->g->values[x].dtype);
+    if (eq < 0 || ad_infer(ad, n)) return -1;
+    int32_t cnt, c = ad_add1(ad, "SumToShape", "memplan", 1, &m, "grad_reduce", &cnt);
+    ad_attr_ints(ad->g, &ad->g->nodes[c], "shape", kd, rank);
+    if (ad_infer(ad, c)) return -1;
+    return emit2(ad, "Div", emit2(ad, "Mul", m, g), cnt);
+}
+
 /* ReduceMax, ReduceMin: dY shared among the elements equal to the extreme
  * (PyTorch's amax/amin split ties evenly). ReduceSumSquare 2 X dY, ReduceL1
  * sign(X) dY, ReduceL2 X / Y dY, ReduceLogSumExp exp(X - Y) dY, ReduceLogSum
@@ -310,14 +324,7 @@ static int reduce_other(mp_ad *ad, int32_t node, const int32_t *dy, const char *
     bool reads_y = strcmp(kind, "L1") && strcmp(kind, "SumSquare");
     int32_t x = IN(0), g = kept(ad, dy[0], kd, rank), y = reads_y ? kept(ad, OUT(0), kd, rank) : -1, d;
     if (!strcmp(kind, "Extreme")) {
-        int32_t eq = emit2(ad, "Equal", x, y), m;
-        int32_t n = ad_add1(ad, "Cast", "", 1, &eq, "grad_reduce", &m);
-        ad_attr_int(ad->g, &ad->g->nodes[n], "to", ad->g->values[x].dtype);
-        if (eq < 0 || ad_infer(ad, n)) return -1;
-        int32_t cnt, c = ad_add1(ad, "SumToShape", "memplan", 1, &m, "grad_reduce", &cnt);
-        ad_attr_ints(ad->g, &ad->g->nodes[c], "shape", kd, rank);
-        if (ad_infer(ad, c)) return -1;
-        d = emit2(ad, "Div", emit2(ad, "Mul", m, g), cnt);
+        d = extreme_grad(ad, x, y, g, kd, rank);
     } else if (!strcmp(kind, "SumSquare")) {
         d = emit2(ad, "Mul", emit2(ad, "Mul", x, g), ad_const_scalar(ad, ad->g->values[x].dtype, 2));
     } else if (!strcmp(kind, "L1")) {
@@ -352,4 +359,20 @@ int mp_grad_InstanceNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
 int mp_grad_GroupNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
 {
     return norm(ad, node, dy, "GroupNormalizationGrad", 3);
+}
+
+/* GlobalMaxPool: a ReduceMax over the spatial axes (Y is already [N, C, 1, ..]). Reads X and Y. */
+int mp_grad_GlobalMaxPool(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int64_t kd[MP_MAX_RANK];
+    int rank;
+    if (ad_known_dims(ad, IN(0), kd, &rank)) return -1;
+    for (int a = 2; a < rank; a++) kd[a] = 1;
+    return ad_give(ad, IN(0), extreme_grad(ad, IN(0), OUT(0), dy[0], kd, rank), true);
+}
+
+/* RMSNormalization: reads X and scale (1/rms recomputed from X). */
+int mp_grad_RMSNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    return norm(ad, node, dy, "RMSNormalizationGrad", 3);
 }

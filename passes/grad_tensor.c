@@ -3,6 +3,7 @@
  * nearest-neighbour resizing, padding.
  * None reads forward data except Gather (its indices), Slice (its bounds)
  * and Pad (its pads and axes). */
+#include <stdint.h>
 #include <string.h>
 
 #include "frontend/shape.h"
@@ -170,6 +171,27 @@ static int resize_grad_general(mp_ad *ad, int32_t node, int32_t dy, bool old)
     return ad_give(ad, IN(0), out, true);
 }
 
+/* Upsample (opset 9, scales as input 1): Resize's asymmetric coordinates
+ * with floor rounding, so ResizeGrad with those written out. Opset 7's
+ * `scales` attribute is not supported. Reads the scales. */
+int mp_grad_Upsample(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int64_t dims[MP_MAX_RANK];
+    int rank;
+    if (IN(1) < 0) return mp_fail(ad->err, "the gradient of opset 7's Upsample (scales as an attribute) is not supported");
+    if (ad_known_dims(ad, IN(0), dims, &rank)) return -1;
+    const char *mode = mp_attr_str(NODE, "mode", "nearest");
+    int32_t in[3] = {dy[0], -1, IN(1)}, out;
+    int32_t n = ad_add1(ad, "ResizeGrad", "memplan", 3, in, "grad_x", &out);
+    mp_node *m = &ad->g->nodes[n];
+    ad_attr_str(ad->g, m, "mode", strcmp(mode, "nearest") ? "linear" : "nearest");
+    ad_attr_str(ad->g, m, "coordinate_transformation_mode", "asymmetric");
+    ad_attr_str(ad->g, m, "nearest_mode", "floor");
+    ad_attr_ints(ad->g, m, "shape", dims, rank);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
 /* Resize. Nearest mode where every output cell of axis i copies input cell
  * floor(o / s_i) for an integer factor s_i = out_i / in_i (the upsampling of
  * FPN / U-Net exports: asymmetric coordinates with floor rounding, half_pixel
@@ -293,20 +315,79 @@ int mp_grad_Tile(mp_ad *ad, int32_t node, const int32_t *dy)
     return ad_give(ad, IN(0), ad_emit(ad, "Reshape", "", 2, back, "grad_tile"), true);
 }
 
+/* Zeros of v's shape and dtype t. */
+static int32_t zeros_like(mp_ad *ad, int32_t v, mp_dtype t)
+{
+    int64_t d[MP_MAX_RANK];
+    int r;
+    if (ad_known_dims(ad, v, d, &r)) return -1;
+    int32_t z, n = ad_add1(ad, "Zeros", "memplan", 0, NULL, "grad_zeros", &z);
+    ad_attr_ints(ad->g, &ad->g->nodes[n], "shape", d, r);
+    ad_attr_int(ad->g, &ad->g->nodes[n], "dtype", t);
+    return ad_infer(ad, n) ? -1 : z;
+}
+
+/* `op` (ScatterElements or ScatterND) of updates into data at indices; reduction "add" or NULL (none). */
+static int32_t scatter(mp_ad *ad, const char *op, int32_t data, int32_t indices, int32_t updates, int64_t axis,
+                       const char *reduction)
+{
+    int32_t in[3] = {data, indices, updates}, out;
+    if (data < 0 || updates < 0) return -1;
+    int32_t n = ad_add1(ad, op, "", 3, in, "grad_scatter", &out);
+    if (axis >= -MP_MAX_RANK) ad_attr_int(ad->g, &ad->g->nodes[n], "axis", axis);
+    if (reduction) ad_attr_str(ad->g, &ad->g->nodes[n], "reduction", reduction);
+    return ad_infer(ad, n) ? -1 : out;
+}
+
 /* GatherElements: dData = ScatterElements(zeros, indices, dY){axis, reduction add}. Reads the indices. */
 int mp_grad_GatherElements(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    int64_t xd[MP_MAX_RANK];
-    int xr;
-    if (ad_known_dims(ad, IN(0), xd, &xr)) return -1;
-    int32_t zeros, n = ad_add1(ad, "Zeros", "memplan", 0, NULL, "grad_gather", &zeros);
-    ad_attr_ints(ad->g, &ad->g->nodes[n], "shape", xd, xr);
-    ad_attr_int(ad->g, &ad->g->nodes[n], "dtype", ad->g->values[dy[0]].dtype);
-    if (ad_infer(ad, n)) return -1;
-    int32_t in[3] = {zeros, IN(1), dy[0]}, out;
-    n = ad_add1(ad, "ScatterElements", "", 3, in, "grad_gather", &out);
-    ad_attr_int(ad->g, &ad->g->nodes[n], "axis", mp_attr_int(NODE, "axis", 0));
-    ad_attr_str(ad->g, &ad->g->nodes[n], "reduction", "add");
+    int32_t z = zeros_like(ad, IN(0), ad->g->values[dy[0]].dtype);
+    return ad_give(ad, IN(0), scatter(ad, "ScatterElements", z, IN(1), dy[0], mp_attr_int(NODE, "axis", 0), "add"), true);
+}
+
+/* TopK: the values' gradient goes back to where they were taken from
+ * (ScatterElements add of dValues at Indices). Reads Indices. */
+int mp_grad_TopK(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    if (dy[0] < 0) return 0; /* only the indices were used */
+    if (OUT(1) < 0) return mp_fail(ad->err, "needs its Indices output for the gradient");
+    int32_t z = zeros_like(ad, IN(0), ad->g->values[dy[0]].dtype);
+    return ad_give(ad, IN(0), scatter(ad, "ScatterElements", z, OUT(1), dy[0], mp_attr_int(NODE, "axis", -1), "add"), true);
+}
+
+/* GatherND (batch_dims 0): dData = ScatterND(zeros, indices, dY){reduction add}. Reads the indices. */
+int mp_grad_GatherND(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    if (mp_attr_int(NODE, "batch_dims", 0) != 0) return mp_fail(ad->err, "the gradient with batch_dims > 0 is not supported");
+    int32_t z = zeros_like(ad, IN(0), ad->g->values[dy[0]].dtype);
+    return ad_give(ad, IN(0), scatter(ad, "ScatterND", z, IN(1), dy[0], INT64_MIN, "add"), true);
+}
+
+/* ScatterND (reduction none or add): dUpdates = GatherND(dY, indices); dData
+ * = dY where nothing was written over it (none: ScatterND of zeros there),
+ * dY itself for add. Other reductions are not supported. Reads the indices. */
+int mp_grad_ScatterND(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    const char *red = mp_attr_str(NODE, "reduction", "none");
+    bool add = !strcmp(red, "add");
+    if (!add && strcmp(red, "none")) return mp_fail(ad->err, "the gradient of reduction '%s' is not supported", red);
+    if (ad_needs(ad, IN(2))) {
+        int32_t in[2] = {dy[0], IN(1)};
+        if (ad_give(ad, IN(2), ad_emit(ad, "GatherND", "", 2, in, "grad_scatter"), true)) return -1;
+    }
+    if (!ad_needs(ad, IN(0))) return 0;
+    if (add) return ad_give(ad, IN(0), dy[0], false);
+    int32_t z = zeros_like(ad, IN(2), ad->g->values[dy[0]].dtype);
+    return ad_give(ad, IN(0), scatter(ad, "ScatterND", dy[0], IN(1), z, INT64_MIN, NULL), true);
+}
+
+/* Trilu: the same triangle of dY (k and upper as the forward). Reads nothing but k. */
+int mp_grad_Trilu(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t in[2] = {dy[0], IN(1)}, out;
+    int32_t n = ad_add1(ad, "Trilu", "", IN(1) >= 0 ? 2 : 1, in, "grad_trilu", &out);
+    ad_attr_int(ad->g, &ad->g->nodes[n], "upper", mp_attr_int(NODE, "upper", 1));
     if (ad_infer(ad, n)) return -1;
     return ad_give(ad, IN(0), out, true);
 }

@@ -375,8 +375,9 @@ int mp_cpu_GatherGrad(const mp_kargs *k, mp_err *err)
 }
 
 /* LayerNormalization backward over the dims from `axis` on, statistics recomputed
- * from X; scale (and bias) hold one value per normalized element. */
-int mp_cpu_LayerNormalizationGrad(const mp_kargs *k, mp_err *err)
+ * from X; scale (and bias) hold one value per normalized element. RMSNormalization
+ * (rms): no mean, so no mean term in dX. */
+static int layer_norm_grad(const mp_kargs *k, bool rms, mp_err *err)
 {
     const mp_tensor *dy = mp_kin(k, 0), *x = mp_kin(k, 1), *sc = mp_kin(k, 2);
     if (!dy || !x || !sc || dy->numel != x->numel) return mp_fail(err, "takes dY, X and scale");
@@ -398,7 +399,7 @@ int mp_cpu_LayerNormalizationGrad(const mp_kargs *k, mp_err *err)
     for (int64_t r = 0; r < rows; r++) {
         int64_t b = r * n;
         double mu = 0, var = 0, m1 = 0, m2 = 0;
-        for (int64_t j = 0; j < n; j++) mu += mp_tensor_get_f64(x, b + j);
+        for (int64_t j = 0; j < n && !rms; j++) mu += mp_tensor_get_f64(x, b + j);
         mu /= (double)n;
         for (int64_t j = 0; j < n; j++) var += (mp_tensor_get_f64(x, b + j) - mu) * (mp_tensor_get_f64(x, b + j) - mu);
         double rstd = 1 / sqrt(var / (double)n + eps);
@@ -408,7 +409,7 @@ int mp_cpu_LayerNormalizationGrad(const mp_kargs *k, mp_err *err)
             m1 += dxh, m2 += dxh * xh;
             acc[j] += g * xh, acc[n + j] += g;
         }
-        m1 /= (double)n, m2 /= (double)n;
+        m1 = rms ? 0 : m1 / (double)n, m2 /= (double)n;
         for (int64_t j = 0; dx && j < n; j++) {
             double xh = (mp_tensor_get_f64(x, b + j) - mu) * rstd;
             double dxh = mp_tensor_get_f64(dy, b + j) * mp_tensor_get_f64(sc, j);
@@ -421,6 +422,9 @@ int mp_cpu_LayerNormalizationGrad(const mp_kargs *k, mp_err *err)
     }
     return 0;
 }
+
+int mp_cpu_LayerNormalizationGrad(const mp_kargs *k, mp_err *err) { return layer_norm_grad(k, false, err); }
+int mp_cpu_RMSNormalizationGrad(const mp_kargs *k, mp_err *err) { return layer_norm_grad(k, true, err); }
 
 /* GroupNormalization backward (InstanceNormalization: a group per channel):
  * X [N, C, ...] in G groups of C / G channels, statistics per (n, group)
