@@ -5,13 +5,17 @@
 # arena (every tensor at a fixed offset), the live-bytes lower bound, their ratio,
 # and the peak memplan-run measured in its one arena (it must equal the arena).
 #
-#   bench/models_bench.sh [BUILD_DIR]
+#   bench/models_bench.sh [BUILD_DIR] [ZOO_DIR]
+#
+# ZOO_DIR (bench/export_models.py OUT --zoo writes OUT/zoo): also each model
+# listed in ZOO_DIR/options.txt, with its options, at 70 %.
 #
 # A budget below the smallest feasible one is replaced by that one (exit 3
 # states it), so every model gets a row. Needs python3 only to read the JSON
 # (any python3). Skips what is absent; says why a model has no row.
 set -u
 BUILD=${1:-build}
+ZOO=${2:-}
 M="$BUILD/memplan"
 RUN="$BUILD/memplan-run"
 S="$(dirname "$0")/../../shared/models"
@@ -20,19 +24,20 @@ OUT=$(mktemp -d /tmp/models_bench.XXXXXX)
 
 echo "| model | options | budget | planned peak | arena | lower bound | arena / bound | measured peak | = arena | plan + run s |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"
-row() { # model (under ../shared/models), budget, options...
+row() { # model (under ../shared/models, or an absolute path), budget, options...
     model=$1 budget=$2
     shift 2
-    [ -f "$S/$model" ] || { echo "| $model | absent | | | | | | | | |"; return; }
+    case $model in /*) file=$model ;; *) file=$S/$model ;; esac
+    [ -f "$file" ] || { echo "| $model | absent | | | | | | | | |"; return; }
     rm -rf "$OUT/plan"
     t0=$(date +%s.%N)
-    timeout 300 "$M" "$S/$model" "$@" --budget "$budget" --reserve 0 --json -o "$OUT/plan" >"$OUT/plan.json" 2>"$OUT/plan.err"
+    timeout 300 "$M" "$file" "$@" --budget "$budget" --reserve 0 --json -o "$OUT/plan" >"$OUT/plan.json" 2>"$OUT/plan.err"
     rc=$?
     if [ $rc -eq 3 ]; then # below the smallest feasible budget: plan at that one (a range's top is feasible)
         least=$(sed -n 's/.*smallest feasible budget is \([0-9]*\) bytes.*/\1/p; s/.*smallest feasible budget lies between [0-9]* and \([0-9]*\) bytes.*/\1/p' "$OUT/plan.err" | head -1)
         if [ -n "$least" ]; then
             budget="$budget: ${least}B (smallest)"
-            timeout 300 "$M" "$S/$model" "$@" --budget "${least}B" --reserve 0 --json -o "$OUT/plan" >"$OUT/plan.json" 2>"$OUT/plan.err"
+            timeout 300 "$M" "$file" "$@" --budget "${least}B" --reserve 0 --json -o "$OUT/plan" >"$OUT/plan.json" 2>"$OUT/plan.err"
             rc=$?
         fi
     fi
@@ -82,4 +87,10 @@ done
 for m in ort-training/training_model.onnx ort-training/adamw.onnx ort-transformers/gpt2_past.onnx; do
     echo "| $m | not a model to train (see the script) | | | | | | | | |"
 done
+if [ -n "$ZOO" ] && [ -f "$ZOO/options.txt" ]; then
+    while read -r f opts; do
+        # shellcheck disable=SC2086 # the options are words
+        row "$ZOO/$f" 70% $opts
+    done <"$ZOO/options.txt"
+fi
 rm -rf "$OUT"
