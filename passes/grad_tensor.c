@@ -146,23 +146,23 @@ int mp_grad_Gather(mp_ad *ad, int32_t node, const int32_t *dy)
 /* Expand: dY summed back to X's shape. */
 int mp_grad_Expand(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give_sum(ad, IN(0), dy[0], false); }
 
-/* Resize, the general case (every mode, coordinate transformation, axes,
- * antialias): ResizeGrad(dY, roi, scales, sizes), the forward's attributes
- * copied, scatters each output cell back onto the input cells it blended,
- * with the same weights. Opset 10's inputs (X, scales) and defaults
- * (asymmetric, floor) are written out in opset 11's form. Reads roi, scales
- * and sizes (constants). */
-static int resize_grad_general(mp_ad *ad, int32_t node, int32_t dy, bool old)
+/* ResizeGrad(dY, roi, scales, sizes) (in, absent ones -1), dX of X's shape:
+ * the adjoint of the forward kernel, each dY cell scattered back onto the
+ * input cells it blended with the same weights. Attributes: the forward's
+ * (copy), then `mode` when given, and asymmetric coordinates with floor
+ * rounding written out where the forward's defaults were those (opset 10's
+ * Resize, Upsample). */
+static int resize_grad(mp_ad *ad, int32_t node, int32_t *in, bool copy, const char *mode, bool asymmetric)
 {
     int64_t dims[MP_MAX_RANK];
     int rank, nin = 4;
     if (ad_known_dims(ad, IN(0), dims, &rank)) return -1;
-    int32_t in[4] = {dy, old ? -1 : IN(1), old ? IN(1) : IN(2), old ? -1 : IN(3)}, out;
     while (nin > 1 && in[nin - 1] < 0) nin--;
-    int32_t n = ad_add1(ad, "ResizeGrad", "memplan", nin, in, "grad_x", &out);
+    int32_t out, n = ad_add1(ad, "ResizeGrad", "memplan", nin, in, "grad_x", &out);
     mp_node *m = &ad->g->nodes[n];
-    ad_attr_copy(ad->g, m, node);
-    if (old) {
+    if (copy) ad_attr_copy(ad->g, m, node);
+    if (mode) ad_attr_str(ad->g, m, "mode", mode);
+    if (asymmetric) {
         ad_attr_str(ad->g, m, "coordinate_transformation_mode", "asymmetric");
         ad_attr_str(ad->g, m, "nearest_mode", "floor");
     }
@@ -171,25 +171,24 @@ static int resize_grad_general(mp_ad *ad, int32_t node, int32_t dy, bool old)
     return ad_give(ad, IN(0), out, true);
 }
 
-/* Upsample (opset 9, scales as input 1): Resize's asymmetric coordinates
- * with floor rounding, so ResizeGrad with those written out. Opset 7's
- * `scales` attribute is not supported. Reads the scales. */
+/* Resize, the general case (every mode, coordinate transformation, axes,
+ * antialias): ResizeGrad in opset 11's input positions. Reads roi, scales
+ * and sizes (constants). */
+static int resize_grad_general(mp_ad *ad, int32_t node, int32_t dy, bool old)
+{
+    int32_t in[4] = {dy, old ? -1 : IN(1), old ? IN(1) : IN(2), old ? -1 : IN(3)};
+    return resize_grad(ad, node, in, true, NULL, old);
+}
+
+/* Upsample (opset 9, scales as input 1; opset 7's `scales` attribute is not
+ * supported): nearest or (bi)linear with Resize's asymmetric coordinates and
+ * floor rounding. Reads the scales. */
 int mp_grad_Upsample(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    int64_t dims[MP_MAX_RANK];
-    int rank;
     if (IN(1) < 0) return mp_fail(ad->err, "the gradient of opset 7's Upsample (scales as an attribute) is not supported");
-    if (ad_known_dims(ad, IN(0), dims, &rank)) return -1;
-    const char *mode = mp_attr_str(NODE, "mode", "nearest");
-    int32_t in[3] = {dy[0], -1, IN(1)}, out;
-    int32_t n = ad_add1(ad, "ResizeGrad", "memplan", 3, in, "grad_x", &out);
-    mp_node *m = &ad->g->nodes[n];
-    ad_attr_str(ad->g, m, "mode", strcmp(mode, "nearest") ? "linear" : "nearest");
-    ad_attr_str(ad->g, m, "coordinate_transformation_mode", "asymmetric");
-    ad_attr_str(ad->g, m, "nearest_mode", "floor");
-    ad_attr_ints(ad->g, m, "shape", dims, rank);
-    if (ad_infer(ad, n)) return -1;
-    return ad_give(ad, IN(0), out, true);
+    int32_t in[4] = {dy[0], -1, IN(1), -1};
+    return resize_grad(ad, node, in, false, strcmp(mp_attr_str(NODE, "mode", "nearest"), "nearest") ? "linear" : "nearest",
+                       true);
 }
 
 /* Resize. Nearest mode where every output cell of axis i copies input cell
