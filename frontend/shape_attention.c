@@ -111,6 +111,26 @@ int shape_Attention(mp_graph *g, mp_node *n, mp_err *err)
     return mp_set_out(g, n, 3, q->dtype, 4, qk);
 }
 
+/* AttentionGrad(dY, Q, K, V, attn_mask, past_key, past_value, nonpad){Attention's attributes} -> dQ like Q,
+ * dK like K, dV like V, and (optional) dMask [B, Hq, Sq, past + S] (passes/grad_nn.c). */
+int shape_AttentionGrad(mp_graph *g, mp_node *n, mp_err *err)
+{
+    const mp_value *q = mp_in(g, n, 1), *k = mp_in(g, n, 2), *v = mp_in(g, n, 3), *pk = mp_in(g, n, 5);
+    if (!mp_in(g, n, 0) || !q || !k || !v) return mp_fail(err, "takes dY, Q, K and V");
+    for (int i = 0; i < 3 && i < n->nout; i++) {
+        const mp_value *x = i == 0 ? q : i == 1 ? k : v;
+        if (mp_set_out_like(g, n, i, x->dtype, x)) return -1;
+    }
+    if (n->nout < 4 || n->out[3] < 0) return 0;
+    heads_view vq, vk, vpk;
+    if (view_heads(g, q, 0, mp_attr_int(n, "q_num_heads", 0), "q_num_heads", "Q", &vq, err) ||
+        view_heads(g, k, 0, mp_attr_int(n, "kv_num_heads", 0), "kv_num_heads", "K", &vk, err) ||
+        view_heads(g, pk, 4, 0, "", "past_key", &vpk, err))
+        return -1;
+    mp_dim qk[4] = {vq.batch, vq.heads, vq.seq, dim_add(pk ? vpk.seq : mp_dim_of(0), vk.seq)};
+    return mp_set_out(g, n, 3, q->dtype, 4, qk);
+}
+
 /* Q[B, Hq, L, E], K[B, Hkv, S, E], V[B, Hkv, S, Ev] -> Y[B, Hq, L, Ev] */
 int shape_FlexAttention(mp_graph *g, mp_node *n, mp_err *err)
 {

@@ -264,6 +264,19 @@ int cost_attention(const mp_graph *g, const mp_node *n, mp_op_cost *c)
     return work(g, n, c, 2 * numel(q) * s + 2 * numel(out_v(g, n, 0)) * s + (4 + MP_COST_TRANSCENDENTAL) * scores);
 }
 
+/* AttentionGrad: the scores again, dY V^T, and dQ, dK, dV: about 2.5 times the forward's work. */
+int cost_attention_grad(const mp_graph *g, const mp_node *n, mp_op_cost *c)
+{
+    const mp_value *q = in_v(g, n, 1), *k = in_v(g, n, 2), *past = in_v(g, n, 5), *dy = in_v(g, n, 0);
+    if (!q || !k || !dy || (q->rank != 3 && q->rank != 4) || k->rank != q->rank) return -1;
+    double heads = q->rank == 4 ? 1 : (double)mp_attr_int(n, "q_num_heads", 0);
+    if (!(heads > 0)) return -1;
+    double e = dim(q, -1) / heads, s = dim(k, -2) + (past ? dim(past, 2) : 0);
+    if (!(e > 0) || s < 0) return -1;
+    double scores = numel(q) / e * s;
+    return work(g, n, c, 2.5 * (2 * numel(q) * s + 2 * numel(dy) * s) + (6 + MP_COST_TRANSCENDENTAL) * scores);
+}
+
 /* com.microsoft Attention: input[B, S, Din] times weights[Din, 3 H] gives Q,
  * K, V, then attention over S keys with num_heads heads. */
 int cost_ms_attention(const mp_graph *g, const mp_node *n, mp_op_cost *c)

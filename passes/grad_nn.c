@@ -376,3 +376,27 @@ int mp_grad_RMSNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
 {
     return norm(ad, node, dy, "RMSNormalizationGrad", 3);
 }
+
+/* Attention (opset 23, 24): AttentionGrad(dY, Q, K, V, mask, past_key, past_value, nonpad) -> dQ, dK, dV,
+ * and the additive mask's gradient when it needs one (summed to the mask's shape). Reads Q, K, V and the
+ * mask: each row's softmax is recomputed, as a memory-efficient attention backward does. The gradient
+ * through present_key / present_value / qk_matmul_output, and into the past cache, is not supported. */
+int mp_grad_Attention(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    for (int k = 1; k < 4 && k < NODE->nout; k++)
+        if (dy[k] >= 0) return mp_fail(ad->err, "the gradient through output %d (present_key, present_value or qk_matmul_output) is not supported", k);
+    if (dy[0] < 0) return 0;
+    if (ad_needs(ad, IN(4)) || ad_needs(ad, IN(5))) return mp_fail(ad->err, "the gradient of the past key/value cache is not supported");
+    int32_t in[8] = {dy[0], IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), IN(6)}, out[4] = {-1, -1, -1, -1};
+    static const char *const name[4] = {"grad_q", "grad_k", "grad_v", "grad_mask"};
+    for (int k = 0; k < 4; k++)
+        if (ad_needs(ad, IN(k))) out[k] = ad_value(ad, name[k], "", MP_ROLE_TRANSIENT);
+    int nin = 8;
+    while (nin > 4 && in[nin - 1] < 0) nin--;
+    int32_t n = ad_add(ad, "AttentionGrad", "memplan", nin, in, out[3] >= 0 ? 4 : 3, out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    if (ad_infer(ad, n)) return -1;
+    for (int k = 0; k < 3; k++)
+        if (out[k] >= 0 && ad_give(ad, IN(k), out[k], true)) return -1;
+    return out[3] >= 0 ? ad_give_sum(ad, IN(3), out[3], true) : 0;
+}

@@ -186,6 +186,22 @@ static const tcase cases[] = {
      {{"Einsum", {"A", "B", "C"}, {"a"}, {S("equation", "ij,jk,kl->il")}},
       {"Einsum", {"a", "D"}, {"y"}, {S("equation", "il,jl->ij")}}}}, /* D's l is 1: broadcast */
 
+    /* Attention (opset 23): AttentionGrad recomputes each row's softmax */
+    {"attention_4d_causal", 23, MP_LOSS_MSE, SIGNED,
+     {{"Q", 'p', 4, {1, 2, 3, 4}}, {"K", 'p', 4, {1, 2, 3, 4}}, {"V", 'p', 4, {1, 2, 3, 4}}},
+     {{"Attention", {"Q", "K", "V"}, {"y"}, {I("is_causal", 1)}}}},
+    {"attention_3d_gqa_softcap_scale", 23, MP_LOSS_MSE, SIGNED,
+     {{"Q", 'p', 3, {2, 3, 8}}, {"K", 'p', 3, {2, 3, 4}}, {"V", 'p', 3, {2, 3, 4}}},
+     {{"Attention", {"Q", "K", "V"}, {"y"},
+       {I("q_num_heads", 4), I("kv_num_heads", 2), F("softcap", 2.0f), F("scale", 0.5f)}}}},
+    {"attention_trainable_additive_mask", 23, MP_LOSS_MSE, SIGNED,
+     {{"Q", 'p', 4, {1, 2, 3, 2}}, {"K", 'p', 4, {1, 2, 4, 2}}, {"V", 'p', 4, {1, 2, 4, 2}}, {"M", 'p', 2, {3, 4}}},
+     {{"Attention", {"Q", "K", "V", "M"}, {"y"}}}}, /* M broadcast over batch and heads: its gradient is summed */
+    {"attention_bool_mask", 23, MP_LOSS_MSE, SIGNED,
+     {{"Q", 'p', 4, {1, 1, 3, 2}}, {"K", 'p', 4, {1, 1, 2, 2}}, {"V", 'p', 4, {1, 1, 2, 2}},
+      {"M", 'B', 2, {3, 2}, {1, 0, 1, 1, 0, 1}}},
+     {{"Attention", {"Q", "K", "V", "M"}, {"y"}}}},
+
     /* ---- convolutions ---- */
     {"conv1d_pads_strides_dilations_groups", 17, MP_LOSS_MSE, SIGNED,
      {{"x", 'x', 3, {2, 4, 9}}, {"p", 'p', 3, {2, 4, 9}}, {"W", 'p', 3, {6, 2, 3}}, {"B", 'p', 1, {6}}},
