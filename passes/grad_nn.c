@@ -400,3 +400,17 @@ int mp_grad_Attention(mp_ad *ad, int32_t node, const int32_t *dy)
         if (out[k] >= 0 && ad_give(ad, IN(k), out[k], true)) return -1;
     return out[3] >= 0 ? ad_give_sum(ad, IN(3), out[3], true) : 0;
 }
+
+/* RotaryEmbedding: each pair is rotated by its position's angle, so the gradient is the rotation back:
+ * RotaryEmbedding(dY, cos, -sin, position_ids) with the same attributes (the unrotated tail passes through
+ * both ways). Reads the caches and position ids. */
+int mp_grad_RotaryEmbedding(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    if (ad_needs(ad, IN(1)) || ad_needs(ad, IN(2))) return mp_fail(ad->err, "the gradient of the cos/sin caches is not supported");
+    int32_t sin = IN(2), in[4] = {dy[0], IN(1), sin < 0 ? -1 : ad_emit(ad, "Neg", "", 1, &sin, "grad_rotary"), IN(3)}, out;
+    if (in[2] < 0) return -1;
+    int32_t n = ad_add1(ad, "RotaryEmbedding", "", IN(3) >= 0 ? 4 : 3, in, "grad_rotary", &out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}

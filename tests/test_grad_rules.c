@@ -202,6 +202,15 @@ static const tcase cases[] = {
       {"M", 'B', 2, {3, 2}, {1, 0, 1, 1, 0, 1}}},
      {{"Attention", {"Q", "K", "V", "M"}, {"y"}}}},
 
+    {"rotary_4d_position_ids_partial", 23, MP_LOSS_MSE, SIGNED,
+     {{"X", 'p', 4, {1, 2, 3, 6}}, {"cos", 'f', 2, {3, 2}, {1, 0.8, 0.6, 0.3, -0.2, 0.9}},
+      {"sin", 'f', 2, {3, 2}, {0, 0.6, 0.8, 0.95, 0.98, -0.4}}, {"pos", 'i', 2, {1, 3}, {2, 0, 1}}},
+     {{"RotaryEmbedding", {"X", "cos", "sin", "pos"}, {"y"}, {I("rotary_embedding_dim", 4)}}}},
+    {"rotary_3d_interleaved", 23, MP_LOSS_MSE, SIGNED,
+     {{"X", 'p', 3, {1, 2, 8}}, {"cos", 'f', 2, {2, 2}, {1, 0.8, 0.6, 0.3}}, {"sin", 'f', 2, {2, 2}, {0, 0.6, 0.8, 0.95}},
+      {"pos", 'i', 2, {1, 2}, {1, 0}}},
+     {{"RotaryEmbedding", {"X", "cos", "sin", "pos"}, {"y"}, {I("num_heads", 2), I("interleaved", 1)}}}},
+
     /* ---- convolutions ---- */
     {"conv1d_pads_strides_dilations_groups", 17, MP_LOSS_MSE, SIGNED,
      {{"x", 'x', 3, {2, 4, 9}}, {"p", 'p', 3, {2, 4, 9}}, {"W", 'p', 3, {6, 2, 3}}, {"B", 'p', 1, {6}}},
