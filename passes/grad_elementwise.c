@@ -370,3 +370,28 @@ int mp_grad_Mean(mp_ad *ad, int32_t node, const int32_t *dy)
         if (ad_needs(ad, IN(k)) && ad_give_sum(ad, IN(k), share, false)) return -1;
     return 0;
 }
+
+/* Trigonometric and hyperbolic functions and their inverses, from forward ops. Tan reads Y, the rest X. */
+int mp_grad_Tan(mp_ad *ad, int32_t node, const int32_t *dy) /* dY (1 + Y^2) */
+{
+    int32_t y = OUT(0);
+    return ad_give(ad, IN(0), bin(ad, "Mul", dy[0], bin(ad, "Add", scalar(ad, y, 1), bin(ad, "Mul", y, y))), true);
+}
+int mp_grad_Sinh(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give(ad, IN(0), bin(ad, "Mul", dy[0], un(ad, "Cosh", IN(0))), true); }
+int mp_grad_Cosh(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give(ad, IN(0), bin(ad, "Mul", dy[0], un(ad, "Sinh", IN(0))), true); }
+
+/* dY / f(X) for the inverse functions: f = sqrt(1 - X^2) (Asin, and Acos negated), sqrt(X^2 + 1) (Asinh),
+ * sqrt(X^2 - 1) (Acosh), 1 + X^2 (Atan), 1 - X^2 (Atanh). */
+static int inverse_trig(mp_ad *ad, int32_t node, const int32_t *dy, double sign_x2, double one, bool root, bool negate)
+{
+    int32_t x = IN(0), x2 = bin(ad, "Mul", x, x);
+    int32_t d = bin(ad, "Add", bin(ad, "Mul", x2, scalar(ad, x, sign_x2)), scalar(ad, x, one));
+    int32_t g = bin(ad, "Div", dy[0], root ? un(ad, "Sqrt", d) : d);
+    return ad_give(ad, IN(0), negate ? un(ad, "Neg", g) : g, true);
+}
+int mp_grad_Asin(mp_ad *ad, int32_t node, const int32_t *dy) { return inverse_trig(ad, node, dy, -1, 1, true, false); }
+int mp_grad_Acos(mp_ad *ad, int32_t node, const int32_t *dy) { return inverse_trig(ad, node, dy, -1, 1, true, true); }
+int mp_grad_Asinh(mp_ad *ad, int32_t node, const int32_t *dy) { return inverse_trig(ad, node, dy, 1, 1, true, false); }
+int mp_grad_Acosh(mp_ad *ad, int32_t node, const int32_t *dy) { return inverse_trig(ad, node, dy, 1, -1, true, false); }
+int mp_grad_Atan(mp_ad *ad, int32_t node, const int32_t *dy) { return inverse_trig(ad, node, dy, 1, 1, false, false); }
+int mp_grad_Atanh(mp_ad *ad, int32_t node, const int32_t *dy) { return inverse_trig(ad, node, dy, -1, 1, false, false); }

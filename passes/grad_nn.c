@@ -243,6 +243,17 @@ int mp_grad_LRN(mp_ad *ad, int32_t node, const int32_t *dy)
     return ad_give(ad, IN(0), out, true);
 }
 
+/* NegativeLogLikelihoodLoss: -w dLoss / norm at each target (reduction, ignore_index as the forward's).
+ * Reads the target and the weights. */
+int mp_grad_NegativeLogLikelihoodLoss(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t in[4] = {dy[0], IN(0), IN(1), IN(2)}, out;
+    int32_t n = ad_add1(ad, "NegativeLogLikelihoodGrad", "memplan", IN(2) >= 0 ? 4 : 3, in, "grad_x", &out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
 /* SoftmaxCrossEntropyLoss: reads log_prob (output 1) and the labels. */
 int mp_grad_SoftmaxCrossEntropyLoss(mp_ad *ad, int32_t node, const int32_t *dy)
 {

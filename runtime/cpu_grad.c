@@ -288,7 +288,9 @@ int mp_cpu_LogSoftmaxGrad(const mp_kargs *k, mp_err *err) { return softmax_grad(
 
 /* dScores = dLoss * w[label] * (softmax - onehot(label)) / norm, from log_prob [N, C, d..]
  * and labels [N, d..]; norm is the weight sum for `mean`, 1 for `sum`; `none` takes dLoss per item. */
-int mp_cpu_SoftmaxCrossEntropyGrad(const mp_kargs *k, mp_err *err)
+/* SoftmaxCrossEntropyLoss's gradient over log_prob: w (softmax - onehot) / norm; NegativeLogLikelihoodLoss's
+ * (nll) over its input: -w onehot / norm (the input is read for its shape only). */
+static int xent_grad(const mp_kargs *k, bool nll, mp_err *err)
 {
     const mp_tensor *dl = mp_kin(k, 0), *lp = mp_kin(k, 1), *lab = mp_kin(k, 2), *w = mp_kin(k, 3);
     if (!dl || !lp || !lab || !mp_dtype_is_float(lp->dtype) || lp->rank < 2)
@@ -315,11 +317,14 @@ int mp_cpu_SoftmaxCrossEntropyGrad(const mp_kargs *k, mp_err *err)
             double s = skip ? 0 : (w ? mp_tensor_get_f64(w, l) : 1.0) * mp_tensor_get_f64(dl, none ? item : 0) / norm;
             for (int64_t c = 0; c < C; c++) {
                 int64_t i = (nn * C + c) * D + d;
-                mp_tensor_set_f64(k->out[0], i, s * (exp(mp_tensor_get_f64(lp, i)) - (c == l ? 1.0 : 0.0)));
+                mp_tensor_set_f64(k->out[0], i, s * ((nll ? 0 : exp(mp_tensor_get_f64(lp, i))) - (c == l ? 1.0 : 0.0)));
             }
         }
     return 0;
 }
+
+int mp_cpu_SoftmaxCrossEntropyGrad(const mp_kargs *k, mp_err *err) { return xent_grad(k, false, err); }
+int mp_cpu_NegativeLogLikelihoodGrad(const mp_kargs *k, mp_err *err) { return xent_grad(k, true, err); }
 
 /* GELU'(x): exact (erf) or tanh approximation, as the forward's `approximate`. */
 int mp_cpu_GeluGrad(const mp_kargs *k, mp_err *err)

@@ -79,7 +79,7 @@ MP_CPU_KERNELS(MP_CPU_DECLARE)
 /* Backward and optimizer ops of the training step (runtime/cpu_grad.c). */
 #define MP_CPU_GRAD_KERNELS(X) \
     X(ReluGrad) X(SigmoidGrad) X(TanhGrad) X(Scale) X(SumToShape) X(ReduceSumGrad) X(ReduceMeanGrad) \
-    X(MatMulGradA) X(MatMulGradB) X(ErfGrad) X(SqrtGrad) X(PowGrad) X(WhereGrad) X(SoftmaxGrad) X(LogSoftmaxGrad) X(InstanceNormalizationGrad) X(GroupNormalizationGrad) X(RMSNormalizationGrad) X(AttentionGrad) X(SoftmaxCrossEntropyGrad) \
+    X(MatMulGradA) X(MatMulGradB) X(ErfGrad) X(SqrtGrad) X(PowGrad) X(WhereGrad) X(SoftmaxGrad) X(LogSoftmaxGrad) X(InstanceNormalizationGrad) X(GroupNormalizationGrad) X(RMSNormalizationGrad) X(AttentionGrad) X(NegativeLogLikelihoodGrad) X(SoftmaxCrossEntropyGrad) \
     X(GeluGrad) X(GatherGrad) X(LayerNormalizationGrad) X(ConvGrad) X(MaxPoolGrad) X(GlobalAveragePoolGrad) \
     X(BatchNormalizationGrad) X(HardSigmoidGrad) X(HardSwishGrad) X(DropoutGrad) X(Zeros) X(AveragePoolGrad) X(SliceGrad) X(PadGrad) X(ResizeGrad) \
     X(SGDUpdate) X(MomentumUpdate) X(AdamUpdate) X(AdafactorUpdate) X(LRNGrad) X(LossScale) X(AllFinite) X(LossScaleUpdate)

@@ -151,6 +151,14 @@ static const tcase cases[] = {
      {{"Mul", {"x", "p"}, {"a"}}, {"LogSoftmax", {"a"}, {"y"}, {I("axis", 1)}}}},
     {"log_softmax_opset11_coerced", 11, MP_LOSS_MSE, SIGNED, {{"x", 'x', 3, {2, 3, 4}}, {"p", 'p', 3, {2, 3, 4}}},
      {{"Mul", {"x", "p"}, {"a"}}, {"LogSoftmax", {"a"}, {"y"}}}}, /* axis 1: rows of 3 x 4 */
+    {"tan_sinh_cosh", 17, MP_LOSS_MSE, STD, {{"p", 'p', 2, {3, 4}}},
+     {{"Tan", {"p"}, {"b"}}, {"Sinh", {"p"}, {"c"}}, {"Cosh", {"p"}, {"d"}}, {"Sum", {"b", "c", "d"}, {"y"}}}},
+    {"asin_acos_atanh", 17, MP_LOSS_MSE, 0.1, 0.9, {{"p", 'p', 2, {3, 4}}},
+     {{"Asin", {"p"}, {"a"}}, {"Acos", {"p"}, {"b"}}, {"Atanh", {"p"}, {"d"}}, {"Sum", {"a", "b", "d"}, {"y"}}}},
+    {"atan_asinh", 17, MP_LOSS_MSE, SIGNED, {{"p", 'p', 2, {3, 4}}},
+     {{"Atan", {"p"}, {"a"}}, {"Asinh", {"p"}, {"b"}}, {"Mul", {"a", "b"}, {"y"}}}},
+    {"acosh", 17, MP_LOSS_MSE, 1.2, 2.5, {{"p", 'p', 2, {3, 4}}}, {{"Acosh", {"p"}, {"y"}}}},
+
     /* ---- linear algebra ---- */
     {"matmul_1d_by_2d", 17, MP_LOSS_MSE, SIGNED, {{"a", 'p', 1, {4}}, {"B", 'p', 2, {4, 3}}},
      {{"MatMul", {"a", "B"}, {"y"}}}},
@@ -462,6 +470,14 @@ static const tcase cases[] = {
     /* ---- losses ---- */
     {"softmax_cross_entropy", 17, MP_LOSS_XENT, SIGNED, {{"x", 'x', 2, {4, 3}}, {"W", 'p', 2, {3, 5}}},
      {{"MatMul", {"x", "W"}, {"y"}}}},
+    /* a model whose output is its own loss: LogSoftmax then NegativeLogLikelihoodLoss */
+    {"nll_mean_weights_ignore_index", 17, MP_LOSS_SUM, SIGNED,
+     {{"x", 'p', 2, {3, 4}}, {"t", 'i', 1, {3}, {1, 2, 0}}, {"w", 'f', 1, {4}, {0.5, 1, 2, 1.5}}},
+     {{"LogSoftmax", {"x"}, {"lp"}, {I("axis", 1)}},
+      {"NegativeLogLikelihoodLoss", {"lp", "t", "w"}, {"y"}, {I("ignore_index", 2)}}}},
+    {"nll_none_spatial", 17, MP_LOSS_MSE, SIGNED, {{"x", 'p', 3, {2, 3, 2}}, {"t", 'i', 2, {2, 2}, {0, 2, 1, 1}}},
+     {{"LogSoftmax", {"x"}, {"lp"}, {I("axis", 1)}},
+      {"NegativeLogLikelihoodLoss", {"lp", "t"}, {"y"}, {S("reduction", "none")}}}},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

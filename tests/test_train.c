@@ -388,14 +388,14 @@ START_TEST(no_rule_error)
     ins[0] = x, inits[0] = w, outs[0] = y;
     g->inputs = ins, g->ninputs = 1, g->inits = inits, g->ninits = 1, g->outputs = outs, g->noutputs = 1;
     mp_graph_add_node(g, "mul", "Mul", "", 2, (int32_t[]){x, w}, 1, &xw);
-    mp_graph_add_node(g, "the_atan", "Atan", "", 1, &xw, 1, &y);
+    mp_graph_add_node(g, "the_hardmax", "Hardmax", "", 1, &xw, 1, &y);
     mp_err err;
     ck_assert_msg(!mp_graph_link(g, &err), "%s", err.msg);
     ck_assert_msg(!mp_infer(g, &err), "%s", err.msg);
     mp_train_opts o = mp_train_defaults();
     o.loss = MP_LOSS_SUM;
     ck_assert_int_eq(mp_train_build(g, &o, &err), -1);
-    ck_assert_msg(strstr(err.msg, "the_atan") && strstr(err.msg, "Atan"), "message: %s", err.msg);
+    ck_assert_msg(strstr(err.msg, "the_hardmax") && strstr(err.msg, "Hardmax"), "message: %s", err.msg);
     mp_graph_free(g);
 }
 END_TEST
