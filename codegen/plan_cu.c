@@ -230,9 +230,9 @@ static const char *map(cg *c, int fn, int nin, const int32_t *in, int32_t out, d
     return map_views(c, fn, nin, in, NULL, out, f0, f1);
 }
 
-/* out[j] = sum over B of x[A(j) + B(k)] / div, A over out's elements. */
-static const char *reduce(cg *c, int32_t x, int32_t out, int ra, const int64_t *ad, const int64_t *as, int rb,
-                          const int64_t *bd, const int64_t *bs, double div)
+/* out[j] = sum over B of x[A(j) + B(k)] / div, A over out's elements (or the mode's reduction, RED_*). */
+static const char *reduce_mode(cg *c, int32_t x, int32_t out, int ra, const int64_t *ad, const int64_t *as, int rb,
+                               const int64_t *bd, const int64_t *bs, double div, int mode)
 {
     int64_t cnt = 1;
     for (int a = 0; a < rb; a++) cnt *= bd[a];
@@ -247,9 +247,16 @@ static const char *reduce(cg *c, int32_t x, int32_t out, int ra, const int64_t *
     *p++ = rb;
     memcpy(p, bd, (size_t)rb * sizeof *bd), p += rb;
     memcpy(p, bs, (size_t)rb * sizeof *bs), p += rb;
-    *p = cnt;
+    *p++ = cnt;
+    *p = mode;
     I->f[0] = 1, I->f[1] = div;
     return NULL;
+}
+
+static const char *reduce(cg *c, int32_t x, int32_t out, int ra, const int64_t *ad, const int64_t *as, int rb,
+                          const int64_t *bd, const int64_t *bs, double div)
+{
+    return reduce_mode(c, x, out, ra, ad, as, rb, bd, bs, div, RED_SUM);
 }
 
 /* ---- elementwise ops: a table ------------------------------------------------------------ */
@@ -269,7 +276,10 @@ static const struct {
     {"TanhGrad", MP_FN_TANH_GRAD, 2}, {"GeluGrad", MP_FN_GELU_GRAD, 2}, {"HardSigmoidGrad", MP_FN_HARD_SIGMOID_GRAD, 2},
     {"HardSwishGrad", MP_FN_HARD_SWISH_GRAD, 2}, {"DropoutGrad", MP_FN_MASK_SCALE, 2}, {"ErfGrad", MP_FN_ERF_GRAD, 2},
     {"SqrtGrad", MP_FN_SQRT_GRAD, 2}, {"WhereGrad", MP_FN_PICK_IF, 2}, {"Where", MP_FN_WHERE, 3},
-    {"PowGrad", MP_FN_POW_GRAD, 3},
+    {"PowGrad", MP_FN_POW_GRAD, 3}, {"Sin", MP_FN_SIN, 1}, {"Cos", MP_FN_COS, 1}, {"Sign", MP_FN_SIGN, 1},
+    {"Floor", MP_FN_FLOOR, 1}, {"Ceil", MP_FN_CEIL, 1}, {"Round", MP_FN_ROUND, 1}, {"Softplus", MP_FN_SOFTPLUS, 1},
+    {"Softsign", MP_FN_SOFTSIGN, 1}, {"Elu", MP_FN_ELU, 1}, {"Selu", MP_FN_SELU, 1}, {"Celu", MP_FN_CELU, 1},
+    {"ThresholdedRelu", MP_FN_THRESHOLDED_RELU, 1}, {"Mish", MP_FN_MISH, 1}, {"Swish", MP_FN_SWISH, 1},
 };
 
 static const char *lower_map(cg *c, const mp_node *n)
@@ -289,6 +299,10 @@ static const char *lower_map(cg *c, const mp_node *n)
         f0 = mp_attr_float(n, "alpha", 0.2f), f1 = mp_attr_float(n, "beta", 0.5f);
     if (fn == MP_FN_SCALE) f0 = mp_attr_float(n, "alpha", 1.0f);
     if (fn == MP_FN_LEAKY_RELU) f0 = mp_attr_float(n, "alpha", 0.01f);
+    /* runtime/cpu_elementwise.c's attributes and defaults */
+    if (fn == MP_FN_ELU || fn == MP_FN_CELU || fn == MP_FN_THRESHOLDED_RELU || fn == MP_FN_SWISH) f0 = mp_attr_float(n, "alpha", 1.0f);
+    if (fn == MP_FN_SELU)
+        f0 = mp_attr_float(n, "alpha", 1.67326319217681884765625f), f1 = mp_attr_float(n, "gamma", 1.05070102214813232421875f);
     if (fn == MP_FN_MASK_SCALE) {
         double ratio = mp_attr_float(n, "ratio", 0.5f);
         f0 = ratio < 1 ? 1 / (1 - ratio) : 0;
@@ -319,6 +333,26 @@ static const char *lower_clip(cg *c, const mp_node *n)
     }
     int32_t x = vin(n, 0);
     return map(c, MP_FN_CLIP, 1, &x, vout(n, 0), b[0], b[1]);
+}
+
+/* PRelu: the slope broadcast to X (unidirectionally, right-aligned); before opset 7 a 1-D slope of C
+ * entries (C not X's last dim) runs along axis 1, as runtime/cpu_elementwise.c mp_cpu_PRelu reads it. */
+static const char *lower_prelu(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), s = vin(n, 1), y = vout(n, 0);
+    if (x < 0 || s < 0 || y < 0) return "missing operands";
+    if (V(c, x)->dtype != V(c, s)->dtype) return "a slope of another dtype";
+    int r = V(c, y)->rank;
+    if (mp_graph_opset(c->g, n->domain) < 7 && V(c, s)->rank == 1 && r >= 2 && dim(c, s, 0) == dim(c, x, 1) &&
+        dim(c, s, 0) != dim(c, x, r - 1)) {
+        int64_t str[2][MP_CU_MAX_RANK] = {{0}}, yd[MP_CU_MAX_RANK];
+        dims_of(c, y, yd);
+        bcast_strides(c, x, r, yd, str[0]);
+        str[1][1] = dim(c, s, 0) == 1 ? 0 : 1; /* slope[c] along X's channels */
+        const int32_t in[2] = {x, s};
+        return map_views(c, MP_FN_PRELU, 2, in, (const int64_t(*)[MP_CU_MAX_RANK])str, y, 0, 1);
+    }
+    return map(c, MP_FN_PRELU, 2, n->in, y, 0, 1);
 }
 
 /* ---- data movement ------------------------------------------------------------------------ */
@@ -492,6 +526,115 @@ static const char *lower_trilu(cg *c, const mp_node *n)
     return NULL;
 }
 
+static int pick_name(const char *s, const char *const *names, int n);
+
+/* Zeros (a gradient's start, memplan domain): FILL 0. */
+static const char *lower_zeros(cg *c, const mp_node *n) { return fill(c, vout(n, 0), 0); }
+
+/* CumSum (runtime/cpu_reduce.c run_cumulative; the axis a constant input): MP_CU_CUMSUM, a thread per line. */
+static const char *lower_cumsum(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    int64_t axis;
+    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || V(c, x)->dtype == MP_BOOL) return "operands other than one non-bool type";
+    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
+    if (konst_ints(c, vin(n, 1), &axis, 1) != 1) return "an axis that is not a constant";
+    int r = V(c, x)->rank;
+    axis = norm_axis(axis, r);
+    if (axis < 0 || axis >= r) return "axis out of range";
+    int64_t outer = 1, inner = 1, d = dim(c, x, (int)axis);
+    for (int a = 0; a < r; a++) {
+        if (a < axis) outer *= dim(c, x, a);
+        if (a > axis) inner *= dim(c, x, a);
+    }
+    if (!outer || !inner || !d) return NULL;
+    EMIT(I, MP_CU_CUMSUM, outer * inner);
+    I->t[0] = T(c, x), I->t[1] = T(c, y);
+    I->p[CS_OUTER] = outer, I->p[CS_D] = d, I->p[CS_INNER] = inner;
+    I->p[CS_EXCL] = mp_attr_int(n, "exclusive", 0) != 0, I->p[CS_REV] = mp_attr_int(n, "reverse", 0) != 0;
+    return NULL;
+}
+
+/* GatherElements (any dtype) and ScatterElements (float; reduction none, add, mul, max, min), as
+ * runtime/cpu_tensor.c: MP_CU_GATHER_ELEMENTS a thread per output element; MP_CU_SCATTER_ELEMENTS a
+ * thread per output element gathering the updates that hit it (GatherElements' gradient: Zeros, then
+ * the add), in the CPU's order, no atomics. */
+static const char *lower_elements(cg *c, const mp_node *n)
+{
+    static const char *const reds[] = {"none", "add", "mul", "max", "min"};
+    bool scatter = !strcmp(n->op_type, "ScatterElements");
+    int32_t data = vin(n, 0), idx = vin(n, 1), upd = scatter ? vin(n, 2) : -1, y = vout(n, 0);
+    if (data < 0 || idx < 0 || y < 0 || (scatter && upd < 0)) return "missing operands";
+    if (V(c, idx)->dtype != MP_INT64 && V(c, idx)->dtype != MP_INT32) return "indices other than int32/int64";
+    if (tview(c, data) || tview(c, idx) || tview(c, y) || (scatter && tview(c, upd))) return "a transposed view operand";
+    if (V(c, data)->dtype != V(c, y)->dtype || (scatter && V(c, upd)->dtype != V(c, y)->dtype)) return "operands of other than one dtype";
+    int r = V(c, data)->rank, red = scatter ? pick_name(mp_attr_str(n, "reduction", "none"), reds, 5) : 0;
+    int64_t axis = norm_axis(mp_attr_int(n, "axis", 0), r);
+    if (axis < 0 || axis >= r || V(c, idx)->rank != r || (scatter && numel(c, upd) != numel(c, idx))) return "a bad axis or index shape";
+    if (red < 0) return "an unknown reduction";
+    if (scatter && !mp_dtype_is_float(V(c, y)->dtype)) return "a scatter other than float";
+    for (int a = 0; a < r; a++)
+        if (a != axis && dim(c, idx, a) > dim(c, data, a)) return "indices wider than the data";
+    if (!numel(c, y)) return NULL;
+    EMIT(I, scatter ? MP_CU_SCATTER_ELEMENTS : MP_CU_GATHER_ELEMENTS, numel(c, y));
+    I->t[0] = T(c, data), I->t[1] = T(c, idx), I->t[2] = T(c, scatter ? upd : y), I->t[3] = scatter ? T(c, y) : -1;
+    I->p[GE_RANK] = r, I->p[GE_AXIS] = axis, I->p[GE_RED] = red;
+    dims_of(c, data, I->p + GE_DIMS + dims_of(c, idx, I->p + GE_DIMS));
+    return NULL;
+}
+
+/* DepthToSpace (DCR, CRD), SpaceToDepth: runtime/cpu_tensor.c's 6-D transpose, a COPY over the output
+ * split in 6 dims reading X with the permuted strides. */
+static const char *lower_depth_space(cg *c, const mp_node *n)
+{
+    bool to_space = !strcmp(n->op_type, "DepthToSpace");
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    int64_t b = mp_attr_int(n, "blocksize", 0), sd[6], ss[6], perm[6], od[6], src[6], os[6];
+    if (x < 0 || y < 0 || V(c, x)->rank != 4 || V(c, y)->rank != 4 || b <= 0) return "other than 4-D tensors and a positive blocksize";
+    if (tview(c, x)) return "a transposed view input";
+    int64_t N = dim(c, x, 0), C = dim(c, x, 1), H = dim(c, x, 2), W = dim(c, x, 3);
+    if (to_space) {
+        bool crd = !strcmp(mp_attr_str(n, "mode", "DCR"), "CRD");
+        int64_t c2 = C / (b * b), dcr[6] = {N, b, b, c2, H, W}, crdd[6] = {N, c2, b, b, H, W};
+        static const int64_t pd[6] = {0, 3, 4, 1, 5, 2}, pc[6] = {0, 1, 4, 2, 5, 3};
+        if (C % (b * b) || dim(c, y, 1) != c2 || dim(c, y, 2) != H * b || dim(c, y, 3) != W * b) return "an output shape that disagrees";
+        memcpy(sd, crd ? crdd : dcr, sizeof sd), memcpy(perm, crd ? pc : pd, sizeof perm);
+    } else {
+        int64_t d6[6] = {N, C, H / b, b, W / b, b};
+        static const int64_t p6[6] = {0, 3, 5, 1, 2, 4};
+        if (H % b || W % b || dim(c, y, 1) != C * b * b || dim(c, y, 2) != H / b || dim(c, y, 3) != W / b) return "an output shape that disagrees";
+        memcpy(sd, d6, sizeof sd), memcpy(perm, p6, sizeof perm);
+    }
+    contiguous(6, sd, ss); /* X's (row-major) strides over the split dims */
+    for (int i = 0; i < 6; i++) od[i] = sd[perm[i]], src[i] = ss[perm[i]];
+    contiguous(6, od, os);
+    return copy(c, x, y, 6, od, 0, src, 0, os);
+}
+
+/* Tile (repeats a constant input): a COPY over the output viewed as (rep, d) pairs (only the axes
+ * repeated more than once split), X read with stride 0 along each rep. */
+static const char *lower_tile(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    int64_t rep[MP_CU_MAX_RANK], xs[MP_CU_MAX_RANK], yd[MP_CU_MAX_RANK], ys[MP_CU_MAX_RANK];
+    int64_t dims[MP_CU_MAX_RANK], ss[MP_CU_MAX_RANK], ds[MP_CU_MAX_RANK];
+    if (x < 0 || y < 0) return "missing operands";
+    int r = V(c, x)->rank, k = 0;
+    if (V(c, y)->rank != r || konst_ints(c, vin(n, 1), rep, MP_CU_MAX_RANK) != r) return "repeats that are not a constant, one per axis";
+    strides_of(c, x, xs);
+    dims_of(c, y, yd);
+    contiguous(r, yd, ys);
+    for (int a = 0; a < r; a++) {
+        int64_t d = dim(c, x, a);
+        bool split = rep[a] > 1 && d > 1;
+        if (rep[a] < 0 || yd[a] != d * rep[a]) return "an output that is not the input repeated";
+        if (k + split >= MP_CU_MAX_RANK) return "more than 8 dims once the repeats are split";
+        if (split) dims[k] = rep[a], ss[k] = 0, ds[k++] = d * ys[a]; /* the copies */
+        dims[k] = split ? d : yd[a], ss[k] = d == 1 ? 0 : xs[a], ds[k++] = ys[a];
+    }
+    return copy(c, x, y, k, dims, 0, ss, 0, ds);
+}
+
 /* ---- GEMMs -------------------------------------------------------------------------------- */
 
 /* y[b] = alpha op(a[b]) op(b[b]) (+ y[b] when beta_one), ta / tb transposing the
@@ -623,14 +766,21 @@ static const struct {
     const char *op;
     int64_t input_since; /* the opset from which axes are an input */
     bool mean, grad;
+    int mode;            /* RED_*: runtime/cpu_reduce.c's reduction */
 } reduce_ops[] = {
-    {"ReduceSum", 13, false, false}, {"ReduceMean", 18, true, false},
-    {"ReduceSumGrad", 0, false, true}, {"ReduceMeanGrad", 0, true, true},
+    {"ReduceSum", 13, false, false, RED_SUM}, {"ReduceMean", 18, true, false, RED_SUM},
+    {"ReduceSumGrad", 0, false, true, RED_SUM}, {"ReduceMeanGrad", 0, true, true, RED_SUM},
+    {"ReduceMax", 18, false, false, RED_MAX}, {"ReduceMin", 18, false, false, RED_MIN},
+    {"ReduceProd", 18, false, false, RED_PROD}, {"ReduceL1", 18, false, false, RED_L1},
+    {"ReduceL2", 18, false, false, RED_L2}, {"ReduceSumSquare", 18, false, false, RED_SUMSQ},
+    {"ReduceLogSum", 18, false, false, RED_LOGSUM}, {"ReduceLogSumExp", 18, false, false, RED_LOGSUMEXP},
 };
 
-/* ReduceSum / ReduceMean: one REDUCE over the reduced axes of x (keepdims
- * changes no element order); a no-op is a copy. Their gradients: dY read
- * with stride 0 along the reduced axes, scaled by 1 / count for the mean. */
+/* ReduceSum / ReduceMean and the other Reduce* (float types): one REDUCE over
+ * the reduced axes of x (keepdims changes no element order) in the mode of the
+ * reduction; a no-op is a copy. The gradients of ReduceSum / ReduceMean: dY
+ * read with stride 0 along the reduced axes, scaled by 1 / count for the mean
+ * (the others' gradients are forward ops). */
 static const char *lower_reduce(cg *c, const mp_node *n)
 {
     size_t k = 0;
@@ -652,7 +802,10 @@ static const char *lower_reduce(cg *c, const mp_node *n)
         else ad[ra] = d, as[ra++] = bs[a], kept *= d;
     }
     if (numel(c, grad ? x : y) != kept) return "an output whose size is not the reduction's";
-    if (!grad) return rb ? reduce(c, x, y, ra, ad, as, rb, bd, rs, mean ? (double)cnt : 1) : copy_value(c, x, y);
+    int mode = reduce_ops[k].mode;
+    /* nothing reduced: noop_with_empty_axes (a copy, as the CPU's), or a scalar, reduced once unless a sum */
+    if (!grad && !rb && (r > 0 || mode == RED_SUM || mp_attr_int(n, "noop_with_empty_axes", 0))) return copy_value(c, x, y);
+    if (!grad) return reduce_mode(c, x, y, ra, ad, as, rb, bd, rs, mean ? (double)cnt : 1, mode);
     if (tview(c, x)) return "a transposed view operand";
     int64_t kd[MP_CU_MAX_RANK], str[1][MP_CU_MAX_RANK];
     for (int a = 0; a < r; a++) kd[a] = red[a] ? 1 : dim(c, y, a);
@@ -690,8 +843,9 @@ static const char *lower_softmax(cg *c, const mp_node *n)
     int64_t outer, d, inner;
     const char *e = plain_f32(c, n);
     if (e || (e = softmax_geom(c, n, vout(n, 0), &outer, &d, &inner))) return e;
-    if (!strcmp(n->op_type, "SoftmaxGrad")) return softmax(c, 2, outer, d, inner, vin(n, 0), vin(n, 1), vout(n, 0));
-    return softmax(c, strcmp(n->op_type, "LogSoftmax") ? 0 : 1, outer, d, inner, vin(n, 0), vout(n, 0), -1);
+    if (!strcmp(n->op_type, "SoftmaxGrad")) return softmax(c, SM_GRAD, outer, d, inner, vin(n, 0), vin(n, 1), vout(n, 0));
+    if (!strcmp(n->op_type, "LogSoftmaxGrad")) return softmax(c, SM_LOG_GRAD, outer, d, inner, vin(n, 0), vin(n, 1), vout(n, 0));
+    return softmax(c, strcmp(n->op_type, "LogSoftmax") ? SM_SOFTMAX : SM_LOG, outer, d, inner, vin(n, 0), vout(n, 0), -1);
 }
 
 /* SCE p[]: N, C, D, mean, ignore_index; the scores (or log_prob) are [N, C, D..]. */
@@ -797,6 +951,47 @@ static const char *lower_batch_norm(cg *c, const mp_node *n)
     J->f[0] = eps;
     J->t[0] = T(c, vin(n, 0)), J->t[1] = T(c, vin(n, 1)), J->t[2] = T(c, vin(n, 2)), J->t[3] = MP_CU_WS;
     J->t[4] = T(c, vout(n, 0));
+    return NULL;
+}
+
+/* InstanceNormalization, GroupNormalization (runtime/cpu_norm.c) and their gradients (cpu_grad.c
+ * group_norm_grad): LN_ROWS over a row per (n, group) of C / G channels' elements, the scale (and bias)
+ * entry of each element per channel or per group (opset 18); the gradient keeps each row's mean and
+ * rstd in the workspace for LN_COLS, a thread per scale entry summing over n, then its elements. */
+static const char *lower_group_norm(cg *c, const mp_node *n)
+{
+    bool grad = strstr(n->op_type, "Grad") != NULL, inst = !strncmp(n->op_type, "Instance", 8);
+    int32_t x = vin(n, grad ? 1 : 0), sc = vin(n, grad ? 2 : 1), bias = grad ? -1 : vin(n, 2);
+    const char *e = plain_f32(c, n);
+    if (e) return e;
+    if (x < 0 || sc < 0 || (!grad && bias < 0) || (grad && vin(n, 0) < 0)) return "missing operands";
+    for (int k = 0; k < n->nin; k++)
+        if (n->in[k] >= 0 && !is_f32(c, n->in[k])) return "operands other than float32";
+    if (V(c, x)->rank < 2) return "rank < 2";
+    int64_t N = dim(c, x, 0), C = dim(c, x, 1), G = inst ? C : mp_attr_int(n, "num_groups", 0), ns = numel(c, sc);
+    if (G < 1 || C % G) return "num_groups that do not divide the channels";
+    bool per_channel = ns == C;
+    if ((!per_channel && ns != G) || (!grad && numel(c, bias) != ns)) return "a scale or bias of other than C or num_groups entries";
+    int64_t per = (N * C) != 0 ? numel(c, x) / (N * C) : 0, cg = C / G, len = cg * per, rows = N * G;
+    int32_t ds = grad ? vout(n, 1) : -1, db = grad ? vout(n, 2) : -1;
+    if (!rows || !len) { /* no elements: the CPU's sums stay 0 */
+        e = T(c, ds) >= 0 ? fill(c, ds, 0) : NULL;
+        return e ? e : T(c, db) >= 0 ? fill(c, db, 0) : NULL;
+    }
+    EMIT(I, MP_CU_LN_ROWS, rows);
+    I->p[LN_ROWS_N] = rows, I->p[LN_N] = len, I->p[LN_MODE] = grad, I->p[LN_G] = G;
+    I->p[LN_SA] = per_channel ? cg : 1, I->p[LN_SD] = per_channel ? per : len, I->p[LN_INST] = inst && !grad;
+    I->f[0] = mp_attr_float(n, "epsilon", 1e-5f);
+    if (!grad) {
+        I->t[0] = T(c, x), I->t[1] = T(c, sc), I->t[2] = T(c, bias), I->t[3] = T(c, vout(n, 0));
+        return NULL;
+    }
+    need_ws(c, 2 * rows * (int64_t)sizeof(double));
+    I->t[0] = T(c, vin(n, 0)), I->t[1] = T(c, x), I->t[2] = T(c, sc), I->t[3] = T(c, vout(n, 0)), I->t[4] = MP_CU_WS;
+    if (T(c, ds) < 0 && T(c, db) < 0) return NULL;
+    EMIT(J, MP_CU_LN_COLS, ns);
+    J->p[0] = rows, J->p[1] = len, J->p[2] = G, J->p[3] = per_channel ? cg : 1, J->p[4] = per_channel ? per : len;
+    J->t[0] = T(c, vin(n, 0)), J->t[1] = T(c, x), J->t[2] = MP_CU_WS, J->t[3] = T(c, ds), J->t[4] = T(c, db);
     return NULL;
 }
 
@@ -1355,20 +1550,26 @@ static const struct {
     lower_fn fn;
 } ops[] = {
     {"Reshape", lower_view}, {"Flatten", lower_view}, {"Squeeze", lower_view}, {"Unsqueeze", lower_view},
-    {"Identity", lower_view}, {"Clip", lower_clip}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
+    {"Identity", lower_view}, {"Clip", lower_clip}, {"PRelu", lower_prelu}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
     {"Split", lower_split}, {"Slice", lower_slice}, {"SliceGrad", lower_slice}, {"Gather", lower_gather},
-    {"GatherGrad", lower_gather}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},
+    {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"GatherElements", lower_elements},
+    {"ScatterElements", lower_elements}, {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space},
+    {"Tile", lower_tile}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},
     {"MatMulGradA", lower_matmul}, {"MatMulGradB", lower_matmul}, {"SumToShape", lower_sum_to},
     {"GlobalAveragePool", lower_gap}, {"GlobalAveragePoolGrad", lower_gap}, {"Softmax", lower_softmax},
-    {"LogSoftmax", lower_softmax}, {"SoftmaxGrad", lower_softmax}, {"SoftmaxCrossEntropyLoss", lower_sce},
+    {"LogSoftmax", lower_softmax}, {"SoftmaxGrad", lower_softmax}, {"LogSoftmaxGrad", lower_softmax}, {"SoftmaxCrossEntropyLoss", lower_sce},
     {"SoftmaxCrossEntropyGrad", lower_sce}, {"LayerNormalization", lower_layer_norm},
     {"LayerNormalizationGrad", lower_layer_norm}, {"BatchNormalization", lower_batch_norm},
-    {"BatchNormalizationGrad", lower_batch_norm}, {"Conv", lower_conv}, {"ConvGrad", lower_conv},
+    {"BatchNormalizationGrad", lower_batch_norm}, {"InstanceNormalization", lower_group_norm},
+    {"InstanceNormalizationGrad", lower_group_norm}, {"GroupNormalization", lower_group_norm},
+    {"GroupNormalizationGrad", lower_group_norm}, {"Conv", lower_conv}, {"ConvGrad", lower_conv},
     {"MaxPool", lower_pool}, {"AveragePool", lower_pool}, {"MaxPoolGrad", lower_pool},
     {"AveragePoolGrad", lower_pool}, {"Dropout", lower_dropout}, {"AdamUpdate", lower_optim},
     {"SGDUpdate", lower_optim}, {"MomentumUpdate", lower_optim}, {"AdafactorUpdate", lower_adafactor},
     {"ReduceSum", lower_reduce}, {"ReduceMean", lower_reduce}, {"ReduceSumGrad", lower_reduce},
-    {"ReduceMeanGrad", lower_reduce}, {"ConvTranspose", lower_conv_transpose}, {"Resize", lower_resize},
+    {"ReduceMeanGrad", lower_reduce}, {"ReduceMax", lower_reduce}, {"ReduceMin", lower_reduce}, {"ReduceProd", lower_reduce},
+    {"ReduceL1", lower_reduce}, {"ReduceL2", lower_reduce}, {"ReduceSumSquare", lower_reduce}, {"ReduceLogSum", lower_reduce},
+    {"ReduceLogSumExp", lower_reduce}, {"ConvTranspose", lower_conv_transpose}, {"Resize", lower_resize},
     {"ResizeGrad", lower_resize}, {"Pad", lower_pad}, {"PadGrad", lower_pad}, {"Einsum", lower_einsum},
 };
 

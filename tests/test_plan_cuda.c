@@ -12,8 +12,10 @@
  *      (MP_CU_HOST_BLOCKS=1) as the GPU splits them; under
  *      the sanitizer build it runs with ASan, so index math that strays
  *      outside a tensor fails here; a model written here holds the forms of
- *      ReduceMean/ReduceSum, Resize, ConvTranspose, Pad and Einsum no real
- *      model shows;
+ *      ReduceMean/ReduceSum, Resize, ConvTranspose, Pad, Einsum, the
+ *      activations, LogSoftmax, Instance/GroupNormalization, the other Reduce*,
+ *      CumSum, DepthToSpace/SpaceToDepth, Tile and Gather/ScatterElements no
+ *      real model shows;
  *   3. when nvcc is present, each plan.cu of step 1 compiles and links against
  *      the GPU runtime (compiled once: memplan_cuda.cu, mp_cu_cudnn.cu; cuBLAS,
  *      cuDNN), with every nvcc warning an error. */
@@ -33,7 +35,7 @@
 #define TORCH MEMPLAN_SHARED "/models/torch/"
 #define TP MEMPLAN_SHARED "/models/third-party/"
 #define LOSS_RTOL 1e-5 /* fp32 sums in another order (Conv: direct vs im2col + BLAS) */
-#define FORMS_RTOL 1e-6 /* the op-forms model: a wrong tap, pad or scale in one of its 38 branches moves the loss by > 5e-6 */
+#define FORMS_RTOL 1e-6 /* the op-forms model: a wrong tap, pad or scale in one of its 77 branches moves the loss by > 1.3e-6 */
 
 typedef struct model {
     const char *path, *args[8];
@@ -219,6 +221,9 @@ static void add_sq(mp_ob *b, const char **acc, const char *v)
     *acc = *acc ? OP(b, "Add", *acc, n->output[0]) : n->output[0];
 }
 
+/* Adds mean((s v)^2). */
+static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add_sq(b, acc, OP(b, "Mul", v, mp_ob_const_f32(b, s))); }
+
 /* Every form of ReduceMean's axes (attribute at opset 17: given, negative,
  * default; keepdims 0 and 1; noop_with_empty_axes) and ReduceSum's axes
  * input; Resize in each mode, coordinate transformation, nearest rounding,
@@ -227,10 +232,18 @@ static void add_sq(mp_ob *b, const char **acc, const char *v)
  * SAME_UPPER, a bias and one spatial dim; Pad in each mode, pads wider than
  * the input and negative (a crop); Einsum as a batched matmul, with an
  * implicit output, "..." broadcasting a size-1 axis, labels summed by one
- * operand alone, and a diagonal. All but the diagonal read x * p, so their
- * gradients run too (ResizeGrad, PadGrad, the gradient's Einsums); each
- * branch adds mean(v^2) to a scalar output (an MSE loss). The builder writes
- * opset 17: Pad's axes input (opset 18) is not among the forms. */
+ * operand alone, and a diagonal; the activations (Sin .. Swish, alphas not
+ * their defaults), Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
+ * GroupNormalization (scale per channel and per group), ReduceMax/Min (ties,
+ * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum
+ * (exclusive, reverse), DepthToSpace (DCR, CRD), SpaceToDepth, Tile,
+ * GatherElements and ScatterElements (mul, none). All but the diagonal and
+ * ScatterElements read x * p, so their gradients run too (ResizeGrad, PadGrad,
+ * the gradient's Einsums, LogSoftmaxGrad, the normalizations' gradients,
+ * GatherElements' ScatterElements add); each branch adds mean(v^2) to a scalar
+ * output (an MSE loss). The builder writes opset 17, and the importer takes
+ * GroupNormalization (18), Mish (18) and Swish (24) at it; Pad's axes input and
+ * the other Reduce*'s axes input (opset 18) are not among the forms. */
 static void write_op_forms(const char *path)
 {
     mp_ob *b = mp_ob_new("main_graph");
@@ -367,6 +380,118 @@ static void write_op_forms(const char *path)
     n = NODE(b, "Einsum", x); /* a diagonal (its gradient is not supported: it reads x) */
     mp_ob_attr_str(b, n, "equation", "nbii->nbi");
     add_sq(b, &acc, n->output[0]);
+    /* the branches below read xp scaled to about [-1, 1] (x10), where their functions bend, and add
+     * mean((v / 10)^2), or mean((0.3 v)^2) where a gradient's slip would show less. Activations (their gradients are forward ops), each alpha other than its
+     * default; Floor, Ceil, Round (of halves: ties to even) and Sign pass no gradient */
+    const char *x10 = OP(b, "Mul", xp, mp_ob_const_f32(b, 10.0f));
+    static const struct {
+        const char *op;
+        float alpha, gamma;
+    } acts[] = {
+        {"Sin", 0, 0}, {"Cos", 0, 0}, {"Softplus", 0, 0}, {"Softsign", 0, 0}, {"Elu", 0.7f, 0}, {"Selu", 1.5f, 1.2f},
+        {"Celu", 1.3f, 0}, {"LeakyRelu", 0.2f, 0}, {"ThresholdedRelu", 0.3f, 0}, {"Mish", 0, 0}, {"Swish", 1.5f, 0},
+    };
+    for (size_t k = 0; k < sizeof acts / sizeof *acts; k++) {
+        n = NODE(b, acts[k].op, x10);
+        if (acts[k].alpha) mp_ob_attr_float(b, n, "alpha", acts[k].alpha);
+        if (acts[k].gamma) mp_ob_attr_float(b, n, "gamma", acts[k].gamma);
+        add_scaled(b, &acc, n->output[0], 0.1f);
+    }
+    const char *halves = OP(b, "Div", OP(b, "Floor", OP(b, "Mul", x10, mp_ob_const_f32(b, 4.0f))), mp_ob_const_f32(b, 2.0f));
+    add_scaled(b, &acc, OP(b, "Add", OP(b, "Round", halves), OP(b, "Ceil", OP(b, "Mul", OP(b, "Sign", xp), halves))), 0.1f);
+    add_scaled(b, &acc, OP(b, "PRelu", x10, mp_ob_param_uniform(b, "slope", 3, (int64_t[]){2, 1, 1}, 1.0f)), 0.1f);
+    /* LogSoftmax along axis 2 (rows of 6 across an inner axis) and along rows of 72 (a block per row on
+     * the GPU), plus log(row length): their gradients, LogSoftmaxGrad, overwrite dY */
+    n = NODE(b, "LogSoftmax", x10);
+    mp_ob_attr_int(b, n, "axis", 2);
+    add_scaled(b, &acc, OP(b, "Add", n->output[0], mp_ob_const_f32(b, 1.79175947f)), 0.3f);
+    const char *ls72 = OP(b, "LogSoftmax", OP(b, "Reshape", x10, mp_ob_const_i64(b, 1, 2, (int64_t[]){2, 72})));
+    add_scaled(b, &acc, OP(b, "Add", ls72, mp_ob_const_f32(b, 4.27666612f)), 0.3f);
+    /* InstanceNormalization; GroupNormalization with a scale per channel (opset 21's form: two groups of
+     * two channels) and per group (opset 18's: one group of 72, a block per row on the GPU); of
+     * x * p * pn, pn per position (p alone would cancel) */
+    const char *xn = OP(b, "Mul", xp, mp_ob_param_uniform(b, "pn", 2, (int64_t[]){6, 6}, 1.0f));
+    add_scaled(b, &acc, OP(b, "InstanceNormalization", xn, mp_ob_param_uniform(b, "in_s", 1, (int64_t[]){2}, 1.0f),
+                          mp_ob_param_uniform(b, "in_b", 1, (int64_t[]){2}, 1.0f)), 0.3f);
+    n = NODE(b, "GroupNormalization", OP(b, "Reshape", xn, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 4, 18})),
+             mp_ob_param_uniform(b, "gn_s", 1, (int64_t[]){4}, 1.0f), mp_ob_param_uniform(b, "gn_b", 1, (int64_t[]){4}, 1.0f));
+    mp_ob_attr_int(b, n, "num_groups", 2);
+    mp_ob_attr_float(b, n, "epsilon", 1e-3f);
+    add_scaled(b, &acc, n->output[0], 0.3f);
+    n = NODE(b, "GroupNormalization", xn, mp_ob_param_uniform(b, "gn1_s", 1, (int64_t[]){1}, 1.0f),
+             mp_ob_param_uniform(b, "gn1_b", 1, (int64_t[]){1}, 1.0f));
+    mp_ob_attr_int(b, n, "num_groups", 1);
+    add_scaled(b, &acc, n->output[0], 0.3f);
+    /* the other reductions (axes as attributes at opset 17), keepdims 0 and 1, the default axes:
+     * ReduceMax of x10 beside itself (every maximum a tie) and of x10 repeated 8 times (an 8-way tie, and
+     * 1152 terms: a block per output on the GPU, as LogSumExp's two passes there) */
+    n = NODE(b, "Concat", x10, x10);
+    mp_ob_attr_int(b, n, "axis", 3);
+    const char *twice = n->output[0];
+    const char *rep8 = OP(b, "Expand", x10, mp_ob_const_i64(b, 1, 5, (int64_t[]){8, 2, 2, 6, 6}));
+    const char *sq = OP(b, "Mul", x10, x10), *near1 = OP(b, "Add", OP(b, "Mul", xp, mp_ob_const_f32(b, 3.0f)), mp_ob_const_f32(b, 1.0f));
+    static const struct {
+        const char *op;
+        int in, naxes; /* in: x10, twice, rep8, x10^2, 1 + 3 xp, xp */
+        int64_t axes[2];
+        int keepdims;
+        float shift; /* added to the result */
+    } reds2[] = {
+        {"ReduceMax", 1, 1, {3}, 0, 0},           {"ReduceMin", 0, 2, {1, -2}, 1, 0},  {"ReduceMax", 2, 0, {0}, 1, 0},
+        {"ReduceLogSumExp", 2, 0, {0}, 0, -7.0492f}, {"ReduceSumSquare", 0, 1, {1}, 0, 0}, {"ReduceL1", 5, 2, {2, 3}, 1, 0},
+        {"ReduceL2", 0, 1, {0}, 0, 0},            {"ReduceLogSum", 3, 2, {2, 3}, 0, 0}, {"ReduceProd", 4, 1, {3}, 1, 0},
+        {"ReduceLogSumExp", 0, 1, {1}, 1, -0.6931f}, {"ReduceMin", 1, 1, {-1}, 0, 0},
+    };
+    for (size_t k = 0; k < sizeof reds2 / sizeof *reds2; k++) {
+        const char *ins[6] = {x10, twice, rep8, sq, near1, xp};
+        n = NODE(b, reds2[k].op, ins[reds2[k].in]);
+        if (reds2[k].naxes) mp_ob_attr_ints(b, n, "axes", reds2[k].naxes, reds2[k].axes);
+        mp_ob_attr_int(b, n, "keepdims", reds2[k].keepdims);
+        add_scaled(b, &acc, reds2[k].shift ? OP(b, "Add", n->output[0], mp_ob_const_f32(b, reds2[k].shift)) : n->output[0], 0.1f);
+    }
+    /* CumSum: exclusive, reverse, both */
+    static const struct {
+        int64_t axis;
+        int exclusive, reverse;
+    } cums[] = {{2, 1, 0}, {-1, 0, 1}, {1, 1, 1}};
+    for (size_t k = 0; k < sizeof cums / sizeof *cums; k++) {
+        n = NODE(b, "CumSum", x10, mp_ob_const_i64(b, 0, 1, &cums[k].axis));
+        if (cums[k].exclusive) mp_ob_attr_int(b, n, "exclusive", 1);
+        if (cums[k].reverse) mp_ob_attr_int(b, n, "reverse", 1);
+        add_scaled(b, &acc, n->output[0], 0.1f);
+    }
+    /* the permutations and repetitions (DepthToSpace DCR and CRD, SpaceToDepth, Tile) and GatherElements
+     * (indices negative and repeated: its gradient's ScatterElements adds several into one cell), each
+     * times a parameter per position, or the loss would not see the order */
+    const char *x8 = OP(b, "Reshape", x10, mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 8, 3, 3}));
+    const char *wpos = mp_ob_param_uniform(b, "wpos", 3, (int64_t[]){2, 6, 6}, 1.0f);
+    for (int crd = 0; crd < 2; crd++) {
+        n = NODE(b, "DepthToSpace", x8);
+        mp_ob_attr_int(b, n, "blocksize", 2);
+        if (crd) mp_ob_attr_str(b, n, "mode", "CRD");
+        add_scaled(b, &acc, OP(b, "Mul", n->output[0], wpos), 0.3f);
+    }
+    n = NODE(b, "SpaceToDepth", x10);
+    mp_ob_attr_int(b, n, "blocksize", 3);
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "ws2d", 3, (int64_t[]){18, 2, 2}, 1.0f)), 0.3f);
+    const char *tiled = OP(b, "Tile", x10, mp_ob_const_i64(b, 1, 4, (int64_t[]){1, 2, 1, 3}));
+    add_scaled(b, &acc, OP(b, "Mul", tiled, mp_ob_param_uniform(b, "wtile", 3, (int64_t[]){4, 6, 18}, 1.0f)), 0.3f);
+    const char *idx = OP(b, "Expand", OP(b, "Reshape", mp_ob_const_i64(b, 1, 12, (int64_t[]){0, 5, -1, 2, 3, 3, 0, -1, 5, -4, 3, 1}),
+                                         mp_ob_const_i64(b, 1, 4, (int64_t[]){1, 1, 2, 6})),
+                         mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 2, 2, 6}));
+    n = NODE(b, "GatherElements", x10, idx);
+    mp_ob_attr_int(b, n, "axis", 2);
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "wge", 3, (int64_t[]){2, 2, 6}, 1.0f)), 0.3f);
+    /* ScatterElements of 10 x's first two rows into 10 x (no gradient: it reads no parameter), mul and none */
+    const char *xs10 = OP(b, "Mul", x, mp_ob_const_f32(b, 10.0f));
+    const char *rows = OP(b, "Slice", xs10, mp_ob_const_i64(b, 1, 1, (int64_t[]){0}), mp_ob_const_i64(b, 1, 1, (int64_t[]){2}),
+                          mp_ob_const_i64(b, 1, 1, (int64_t[]){2}));
+    for (int k = 0; k < 2; k++) {
+        n = NODE(b, "ScatterElements", xs10, idx, rows);
+        mp_ob_attr_int(b, n, "axis", 2);
+        mp_ob_attr_str(b, n, "reduction", k ? "none" : "mul");
+        add_scaled(b, &acc, n->output[0], 0.1f);
+    }
     mp_ob_output(b, acc, "total", MP_FLOAT, 0, NULL);
     mp_err err = {0};
     ck_assert_msg(mp_ob_write(b, path, &err) > 0, "%s: %s", path, err.msg);
@@ -380,7 +505,7 @@ START_TEST(op_forms_match_cpu)
     snprintf(out, sizeof out, "%s/forms", dir);
     write_op_forms(path);
     const model m = {path, {"--optimizer", "sgd"}, 1}; /* SGD: a gradient's scale shows */
-    check_on_host(&m, out, "ReduceMean/ReduceSum/Resize/ConvTranspose/Pad/Einsum forms", FORMS_RTOL);
+    check_on_host(&m, out, "Reduce*/Resize/ConvTranspose/Pad/Einsum/activation/normalization/CumSum/permutation forms", FORMS_RTOL);
 }
 END_TEST
 

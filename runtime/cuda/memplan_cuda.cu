@@ -43,14 +43,14 @@ template <void (*F)(const mp_cu_args *, int64_t)> static void launch(const mp_cu
 /* ---- a block per output (mp_cu_blocked): thread t of MP_CU_BLOCK takes the terms t, t + MP_CU_BLOCK, ...
  * (the _part functions of mp_cu_kernels.h), a tree in shared memory combines them. */
 
-/* The sum (max) over the block of each thread's v, returned to every thread. */
-__device__ double block_combine(double v, bool max)
+/* The sum (max, ...: mp_cu_comb's kind) over the block of each thread's v, returned to every thread. */
+__device__ double block_combine(double v, int kind)
 {
     __shared__ double part[MP_CU_BLOCK];
     part[threadIdx.x] = v;
     __syncthreads();
     for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) part[threadIdx.x] = max ? fmax(part[threadIdx.x], part[threadIdx.x + w]) : part[threadIdx.x] + part[threadIdx.x + w];
+        if (threadIdx.x < w) part[threadIdx.x] = mp_cu_comb(kind, part[threadIdx.x], part[threadIdx.x + w]);
         __syncthreads();
     }
     double s = part[0];
@@ -58,15 +58,17 @@ __device__ double block_combine(double v, bool max)
     return s;
 }
 
-__device__ double block_sum(double v) { return block_combine(v, false); }
-__device__ double block_max(double v) { return block_combine(v, true); }
+__device__ double block_sum(double v) { return block_combine(v, RC_SUM); }
+__device__ double block_max(double v) { return block_combine(v, RC_FMAX); }
 
-/* Long sums with few outputs (bias gradients). */
+/* Long sums (and the other reductions) with few outputs (bias gradients). */
 __global__ void k_reduce_block(mp_cu_args a)
 {
-    int64_t j = blockIdx.x;
-    double s = block_sum(mp_cu_reduce_part(&a, j, threadIdx.x, blockDim.x));
-    if (threadIdx.x == 0) mp_cu_reduce_store(&a, j, s);
+    int64_t j = blockIdx.x, t = threadIdx.x, nt = blockDim.x;
+    double m = 0;
+    if (mp_cu_reduce_mode(&a) == RED_LOGSUMEXP) m = mp_cu_reduce_shift(block_max(mp_cu_reduce_part(&a, j, 1, 0, t, nt)));
+    double s = block_combine(mp_cu_reduce_part(&a, j, 0, m, t, nt), mp_cu_reduce_kind(&a));
+    if (t == 0) mp_cu_reduce_store(&a, j, m, s);
 }
 
 /* Per-channel statistics (mp_cu_kernels.h k_bn_stats, summed by a block). */
@@ -94,8 +96,8 @@ __global__ void k_bn_stats_block(mp_cu_args a)
 __global__ void k_softmax_block(mp_cu_args a)
 {
     int64_t r = blockIdx.x, t = threadIdx.x, nt = blockDim.x;
-    if (a.p[3] == 2) {
-        mp_cu_softmax_write(&a, r, 0, block_sum(mp_cu_softmax_part(&a, r, SM_DOT, 0, t, nt)), t, nt);
+    if (a.p[3] >= SM_GRAD) { /* the row sum first: every dY is read before dX (maybe dY's bytes) is written */
+        mp_cu_softmax_write(&a, r, 0, block_sum(mp_cu_softmax_part(&a, r, mp_cu_sm_grad_sum(&a), 0, t, nt)), t, nt);
         return;
     }
     double m = block_max(mp_cu_softmax_part(&a, r, SM_MAX, 0, t, nt));
@@ -171,6 +173,9 @@ static void init_launchers(void)
     launchers[MP_CU_PAD_DX] = launch<k_pad_dx>;
     launchers[MP_CU_EINSUM] = launch<k_einsum>;
     launchers[MP_CU_RESIZE_DX] = launch<k_resize_dx>;
+    launchers[MP_CU_CUMSUM] = launch<k_cumsum>;
+    launchers[MP_CU_GATHER_ELEMENTS] = launch<k_gather_elements>;
+    launchers[MP_CU_SCATTER_ELEMENTS] = launch<k_scatter_elements>;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */

@@ -23,13 +23,13 @@ enum {
     MP_CU_FILL,         /* out0[i] = f[0]                                  (any dtype) */
     MP_CU_COPY,         /* dst[view1(i)] = src[view0(i)]                   (any dtype, by element size) */
     MP_CU_MAP,          /* out[i] = fn(p[0]; in_k[view_k(i)], k < p[1])    (loads / stores convert dtypes) */
-    MP_CU_REDUCE,       /* out[j] = f[0] * sum_k in[A(j) + B(k)]           (p: views A, B) */
+    MP_CU_REDUCE,       /* out[j] = f[0] * sum_k in[A(j) + B(k)] / f[1]    (p: views A, B, then the mode: sum, max, ...) */
     MP_CU_GEMM,         /* cuBLAS strided batched; see mp_cu_gemm below */
-    MP_CU_SOFTMAX,      /* a thread per (outer, inner) row; p[3]: 0 softmax, 1 log-softmax, 2 its gradient */
+    MP_CU_SOFTMAX,      /* a thread per (outer, inner) row; p[3]: 0 softmax, 1 log-softmax, 2 softmax's gradient, 3 log-softmax's */
     MP_CU_SCE_LOSS,     /* log_softmax over C, then -mean/sum of the label's entries (one thread sums) */
     MP_CU_SCE_GRAD,     /* (dLoss, log_prob, labels) -> dScores */
-    MP_CU_LN_ROWS,      /* LayerNorm forward (p[2] 0) or dX (p[2] 1), a thread per row */
-    MP_CU_LN_COLS,      /* LayerNorm dScale, dBias, a thread per normalized element */
+    MP_CU_LN_ROWS,      /* LayerNorm forward (p[2] 0) or dX (p[2] 1), a thread per row (Group/InstanceNorm: a row per (n, group)) */
+    MP_CU_LN_COLS,      /* LayerNorm dScale, dBias, a thread per normalized element (Group/InstanceNorm: per scale entry) */
     MP_CU_BN_STATS,     /* BatchNorm per channel: batch mean/var, running stats, grad sums */
     MP_CU_BN_APPLY,     /* BatchNorm per element: forward Y or dX */
     MP_CU_CONV,         /* direct convolution, a thread per output element */
@@ -48,6 +48,9 @@ enum {
     MP_CU_PAD_DX,       /* Pad's gradient: a thread per dX element sums the dY elements that copied it */
     MP_CU_EINSUM,       /* a thread per output element: the sum over the contracted labels of the operands' product */
     MP_CU_RESIZE_DX,    /* Resize's adjoint along one axis: a thread per input cell gathers the outputs that read it */
+    MP_CU_CUMSUM,       /* a thread per line along the axis: the running sum in the CPU's order (exclusive, reverse) */
+    MP_CU_GATHER_ELEMENTS, /* out[i] = data[i with the axis index replaced by idx[i]] (any dtype) */
+    MP_CU_SCATTER_ELEMENTS, /* a thread per output element: data, then the updates whose index hits it, in order */
     MP_CU_OP_COUNT
 };
 
@@ -55,13 +58,14 @@ enum {
 enum {
     MP_FN_IDENT = 0, MP_FN_RELU, MP_FN_NEG, MP_FN_EXP, MP_FN_LOG, MP_FN_SQRT, MP_FN_RECIP, MP_FN_ABS, MP_FN_TANH,
     MP_FN_SIGMOID, MP_FN_ERF, MP_FN_GELU, MP_FN_GELU_TANH, MP_FN_HARD_SIGMOID, MP_FN_HARD_SWISH, MP_FN_SCALE,
-    MP_FN_LEAKY_RELU, MP_FN_CLIP,
+    MP_FN_LEAKY_RELU, MP_FN_CLIP, MP_FN_SIN, MP_FN_COS, MP_FN_SIGN, MP_FN_FLOOR, MP_FN_CEIL, MP_FN_ROUND,
+    MP_FN_SOFTPLUS, MP_FN_SOFTSIGN, MP_FN_ELU, MP_FN_SELU, MP_FN_CELU, MP_FN_THRESHOLDED_RELU, MP_FN_MISH, MP_FN_SWISH,
     /* two operands */
     MP_FN_ADD, MP_FN_SUB, MP_FN_MUL, MP_FN_DIV, MP_FN_IDIV, MP_FN_POW, MP_FN_MAX, MP_FN_MIN, MP_FN_EQUAL,
     MP_FN_LESS, MP_FN_GREATER, MP_FN_AND, MP_FN_OR,
     MP_FN_RELU_GRAD, MP_FN_SIGMOID_GRAD, MP_FN_TANH_GRAD, MP_FN_GELU_GRAD, MP_FN_GELU_TANH_GRAD,
     MP_FN_HARD_SIGMOID_GRAD, MP_FN_HARD_SWISH_GRAD, MP_FN_MASK_SCALE, MP_FN_ERF_GRAD, MP_FN_SQRT_GRAD,
-    MP_FN_PICK_IF, MP_FN_PICK_IF_NOT,
+    MP_FN_PICK_IF, MP_FN_PICK_IF_NOT, MP_FN_PRELU,
     /* three operands */
     MP_FN_WHERE, MP_FN_POW_GRAD,
     MP_FN_COUNT

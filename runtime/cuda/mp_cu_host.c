@@ -25,7 +25,8 @@ static const mp_cu_elem_fn elem_fns[MP_CU_OP_COUNT] = {
     [MP_CU_SCATTER_ADD] = k_scatter_add, [MP_CU_DROPOUT] = k_dropout, [MP_CU_TRILU] = k_trilu,
     [MP_CU_OPTIM] = k_optim,       [MP_CU_ADAFACTOR] = k_adafactor, [MP_CU_RESIZE] = k_resize,
     [MP_CU_PAD] = k_pad,           [MP_CU_PAD_DX] = k_pad_dx,       [MP_CU_EINSUM] = k_einsum,
-    [MP_CU_RESIZE_DX] = k_resize_dx,
+    [MP_CU_RESIZE_DX] = k_resize_dx, [MP_CU_CUMSUM] = k_cumsum,   [MP_CU_GATHER_ELEMENTS] = k_gather_elements,
+    [MP_CU_SCATTER_ELEMENTS] = k_scatter_elements,
 };
 
 static char *host_alloc(const mp_cu_plan *p, void **ws, size_t *taken)
@@ -56,20 +57,23 @@ static void host_release(char *arena, void *ws)
 
 typedef double (*part_fn)(const mp_cu_args *a, int64_t j, int what, double u, double v, int64_t t, int64_t step);
 
+/* The partials combined in thread order by mp_cu_comb's kind (RC_SUM, RC_FMAX, ...). */
+static double comb_parts(const mp_cu_args *a, int64_t j, part_fn f, int what, double u, double v, int kind)
+{
+    double s = mp_cu_comb_init(kind);
+    for (int64_t t = 0; t < MP_CU_BLOCK; t++) s = mp_cu_comb(kind, s, f(a, j, what, u, v, t, MP_CU_BLOCK));
+    return s;
+}
+
 static double sum_parts(const mp_cu_args *a, int64_t j, part_fn f, int what, double u, double v, bool max)
 {
-    double s = max ? -INFINITY : 0;
-    for (int64_t t = 0; t < MP_CU_BLOCK; t++) {
-        double x = f(a, j, what, u, v, t, MP_CU_BLOCK);
-        s = max ? (x > s ? x : s) : s + x;
-    }
-    return s;
+    return comb_parts(a, j, f, what, u, v, max ? RC_FMAX : RC_SUM);
 }
 
 static double reduce_part(const mp_cu_args *a, int64_t j, int what, double u, double v, int64_t t, int64_t step)
 {
-    (void)what, (void)u, (void)v;
-    return mp_cu_reduce_part(a, j, t, step);
+    (void)v;
+    return mp_cu_reduce_part(a, j, what, u, t, step);
 }
 
 static double sm_part(const mp_cu_args *a, int64_t j, int what, double u, double v, int64_t t, int64_t step)
@@ -88,11 +92,16 @@ static void host_block(int op, const mp_cu_args *a, int64_t j)
 {
     double n = (double)a->p[1], mu = 0, var = 0, sx = 0, sd = 0;
     switch (op) {
-    case MP_CU_REDUCE: mp_cu_reduce_store(a, j, sum_parts(a, j, reduce_part, 0, 0, 0, false)); break;
+    case MP_CU_REDUCE: {
+        double m = 0;
+        if (mp_cu_reduce_mode(a) == RED_LOGSUMEXP) m = mp_cu_reduce_shift(sum_parts(a, j, reduce_part, 1, 0, 0, true));
+        mp_cu_reduce_store(a, j, m, comb_parts(a, j, reduce_part, 0, m, 0, mp_cu_reduce_kind(a)));
+        break;
+    }
     case MP_CU_ADAFACTOR: ((double *)a->x[7])[0] = sum_parts(a, j, af_part, 0, 0, 0, false); break;
     case MP_CU_SOFTMAX: {
-        if (a->p[3] == 2) {
-            double dot = sum_parts(a, j, sm_part, SM_DOT, 0, 0, false);
+        if (a->p[3] >= SM_GRAD) {
+            double dot = sum_parts(a, j, sm_part, mp_cu_sm_grad_sum(a), 0, 0, false);
             for (int64_t t = 0; t < MP_CU_BLOCK; t++) mp_cu_softmax_write(a, j, 0, dot, t, MP_CU_BLOCK);
             break;
         }

@@ -106,6 +106,7 @@ MP_HD void k_copy(const mp_cu_args *a, int64_t i)
 /* ---- MP_CU_MAP ------------------------------------------------------------------ */
 
 MP_HD double mp_cu_sigmoid(double v) { return v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v)); }
+MP_HD double mp_cu_softplus(double v) { return (v > 0 ? v : 0) + log1p(exp(-fabs(v))); }
 
 MP_HD double mp_cu_fn(int fn, double u, double v, double w, const double *f)
 {
@@ -129,6 +130,21 @@ MP_HD double mp_cu_fn(int fn, double u, double v, double w, const double *f)
     case MP_FN_SCALE: return f[0] * u / f[1];
     case MP_FN_LEAKY_RELU: return u >= 0 ? u : f[0] * u;
     case MP_FN_CLIP: return u < f[0] ? f[0] : u > f[1] ? f[1] : u; /* as the CPU kernel: NaN stays NaN */
+    /* runtime/cpu_elementwise.c's expressions; f: the attributes (alpha, gamma) */
+    case MP_FN_SIN: return sin(u);
+    case MP_FN_COS: return cos(u);
+    case MP_FN_SIGN: return u > 0 ? 1 : u < 0 ? -1 : u; /* 0, -0 and NaN as they are */
+    case MP_FN_FLOOR: return floor(u);
+    case MP_FN_CEIL: return ceil(u);
+    case MP_FN_ROUND: return nearbyint(u); /* half to even (the default rounding mode) */
+    case MP_FN_SOFTPLUS: return mp_cu_softplus(u);
+    case MP_FN_SOFTSIGN: return u / (1 + fabs(u));
+    case MP_FN_ELU: return u >= 0 ? u : f[0] * expm1(u);
+    case MP_FN_SELU: return u > 0 ? f[1] * u : f[1] * f[0] * expm1(u);
+    case MP_FN_CELU: return fmax(0.0, u) + fmin(0.0, f[0] * expm1(u / f[0]));
+    case MP_FN_THRESHOLDED_RELU: return u > f[0] ? u : 0;
+    case MP_FN_MISH: return u * tanh(mp_cu_softplus(u));
+    case MP_FN_SWISH: return u * mp_cu_sigmoid(f[0] * u);
     case MP_FN_ADD: return u + v;
     case MP_FN_SUB: return u - v;
     case MP_FN_MUL: return u * v;
@@ -161,6 +177,7 @@ MP_HD double mp_cu_fn(int fn, double u, double v, double w, const double *f)
     case MP_FN_SQRT_GRAD: return u / (2 * v);
     case MP_FN_PICK_IF: return v != 0 ? u : 0.0;
     case MP_FN_PICK_IF_NOT: return v == 0 ? u : 0.0;
+    case MP_FN_PRELU: return u < 0 ? v * u : u; /* v: the slope, broadcast */
     case MP_FN_WHERE: return u != 0 ? v : w;
     case MP_FN_POW_GRAD: return u * w * pow(v, w - 1);
     default: return NAN;
@@ -184,30 +201,73 @@ MP_HD void k_map(const mp_cu_args *a, int64_t i)
     mp_cu_st(a->x[nin], a->dt[nin], i, mp_cu_fn((int)a->p[0], v[0], v[1], v[2], a->f));
 }
 
-/* ---- MP_CU_REDUCE: out[j] = f0 * sum_k in[A(j) + B(k)] / f1 ------------------------ */
+/* ---- MP_CU_REDUCE: out[j] = f0 * sum_k in[A(j) + B(k)] / f1, or another reduction -------- */
 
-/* p: ra, dims[ra], strides[ra], offset, rb, dims[rb], strides[rb], count.
- * The sum for output j over k = k0, k0 + step, ... (the GPU splits long sums over a block). */
-MP_HD double mp_cu_reduce_part(const mp_cu_args *a, int64_t j, int64_t k0, int64_t step)
+/* The modes (runtime/cpu_reduce.c run_reduce's float path; the mean is the sum over f1) and how
+ * their terms combine, in a thread's loop and in the GPU's tree: a sum, fmax (softmax's max,
+ * LogSumExp's first pass), a product, and the NaN-propagating max and min of ReduceMax / Min. */
+enum { RED_SUM = 0, RED_MAX, RED_MIN, RED_PROD, RED_L1, RED_L2, RED_SUMSQ, RED_LOGSUM, RED_LOGSUMEXP };
+enum { RC_SUM = 0, RC_FMAX, RC_PROD, RC_MAX, RC_MIN };
+
+MP_HD double mp_cu_comb(int kind, double acc, double e)
 {
-    int ra = (int)a->p[0];
-    const int64_t *b = a->p + 2 + 2 * ra;
+    switch (kind) {
+    case RC_FMAX: return fmax(acc, e);
+    case RC_PROD: return acc * e;
+    case RC_MAX: return e != e || e > acc ? e : acc;
+    case RC_MIN: return e != e || e < acc ? e : acc;
+    default: return acc + e;
+    }
+}
+
+MP_HD double mp_cu_comb_init(int kind)
+{
+    return kind == RC_PROD ? 1 : kind == RC_FMAX || kind == RC_MAX ? -INFINITY : kind == RC_MIN ? INFINITY : 0;
+}
+
+/* p: ra, dims[ra], strides[ra], offset, rb, dims[rb], strides[rb], count, mode. */
+MP_HD const int64_t *mp_cu_reduce_b(const mp_cu_args *a) { return a->p + 2 + 2 * a->p[0]; }
+MP_HD int64_t mp_cu_reduce_count(const mp_cu_args *a) { return mp_cu_reduce_b(a)[1 + 2 * mp_cu_reduce_b(a)[0]]; }
+MP_HD int mp_cu_reduce_mode(const mp_cu_args *a) { return (int)mp_cu_reduce_b(a)[2 + 2 * mp_cu_reduce_b(a)[0]]; }
+
+MP_HD int mp_cu_reduce_kind(const mp_cu_args *a)
+{
+    int m = mp_cu_reduce_mode(a);
+    return m == RED_MAX ? RC_MAX : m == RED_MIN ? RC_MIN : m == RED_PROD ? RC_PROD : RC_SUM;
+}
+
+/* Output j's terms k = k0, k0 + step, ... combined (the GPU splits long sums over a block): the
+ * mode's terms (pass 0; m: LogSumExp's max), or their fmax (pass 1: LogSumExp's first). */
+MP_HD double mp_cu_reduce_part(const mp_cu_args *a, int64_t j, int pass, double m, int64_t k0, int64_t step)
+{
+    int ra = (int)a->p[0], mode = mp_cu_reduce_mode(a), kind = pass ? RC_FMAX : mp_cu_reduce_kind(a);
+    const int64_t *b = mp_cu_reduce_b(a);
     int rb = (int)b[0];
     int64_t base = a->p[1 + 2 * ra] + mp_cu_at(ra, a->p + 1, a->p + 1 + ra, j), cnt = b[1 + 2 * rb];
-    double s = 0;
-    for (int64_t k = k0; k < cnt; k += step) s += mp_cu_ld(a->x[0], a->dt[0], base + mp_cu_at(rb, b + 1, b + 1 + rb, k));
+    double s = mp_cu_comb_init(kind);
+    for (int64_t k = k0; k < cnt; k += step) {
+        double e = mp_cu_ld(a->x[0], a->dt[0], base + mp_cu_at(rb, b + 1, b + 1 + rb, k));
+        if (!pass) e = mode == RED_L1 ? fabs(e) : mode == RED_L2 || mode == RED_SUMSQ ? e * e : mode == RED_LOGSUMEXP ? exp(e - m) : e;
+        s = mp_cu_comb(kind, s, e);
+    }
     return s;
 }
 
-MP_HD int64_t mp_cu_reduce_count(const mp_cu_args *a)
+/* LogSumExp's shift: the max, 0 when infinite (as the CPU). */
+MP_HD double mp_cu_reduce_shift(double m) { return isinf(m) ? 0 : m; }
+
+MP_HD void mp_cu_reduce_store(const mp_cu_args *a, int64_t j, double m, double s)
 {
-    const int64_t *b = a->p + 2 + 2 * a->p[0];
-    return b[1 + 2 * b[0]];
+    int mode = mp_cu_reduce_mode(a);
+    double v = mode == RED_L2 ? sqrt(s) : mode == RED_LOGSUM ? log(s) : mode == RED_LOGSUMEXP ? m + log(s) : s;
+    mp_cu_st(a->x[1], a->dt[1], j, a->f[0] * v / a->f[1]);
 }
 
-MP_HD void mp_cu_reduce_store(const mp_cu_args *a, int64_t j, double s) { mp_cu_st(a->x[1], a->dt[1], j, a->f[0] * s / a->f[1]); }
-
-MP_HD void k_reduce(const mp_cu_args *a, int64_t j) { mp_cu_reduce_store(a, j, mp_cu_reduce_part(a, j, 0, 1)); }
+MP_HD void k_reduce(const mp_cu_args *a, int64_t j)
+{
+    double m = mp_cu_reduce_mode(a) == RED_LOGSUMEXP ? mp_cu_reduce_shift(mp_cu_reduce_part(a, j, 1, 0, 0, 1)) : 0;
+    mp_cu_reduce_store(a, j, m, mp_cu_reduce_part(a, j, 0, m, 0, 1));
+}
 
 /* ---- MP_CU_GEMM on the host (the GPU uses cuBLAS) ------------------------------- */
 
@@ -241,12 +301,18 @@ MP_HD void k_gemm_elem(const mp_cu_args *a, int64_t i)
 #define MP_CU_LONG_ROW 64
 #define MP_CU_LONG_SUM 1024
 
-/* p: outer, d, inner, kind (0 softmax, 1 log-softmax: x0 -> x1; 2 gradient: dY x0, Y x1 -> dX x2) */
-enum { SM_MAX = 0, SM_SUM_EXP, SM_DOT };
+/* p: outer, d, inner, kind (0 softmax, 1 log-softmax: x0 -> x1; 2 softmax's gradient, dY (Y - dot(dY, Y)),
+ * 3 log-softmax's, dY - exp(Y) sum(dY): dY x0, Y x1 -> dX x2, which may be dY's bytes: every dY of a row
+ * is read before the row is written) */
+enum { SM_MAX = 0, SM_SUM_EXP, SM_DOT, SM_SUM };
+enum { SM_SOFTMAX = 0, SM_LOG, SM_GRAD, SM_LOG_GRAD };
+
+/* The row sum the gradient kinds take: dot(dY, Y), or sum(dY). */
+MP_HD int mp_cu_sm_grad_sum(const mp_cu_args *a) { return a->p[3] == SM_GRAD ? SM_DOT : SM_SUM; }
 
 MP_HD int64_t mp_cu_sm_base(const mp_cu_args *a, int64_t r) { return (r / a->p[2]) * a->p[1] * a->p[2] + r % a->p[2]; }
 
-/* Row r's partial max, sum of exp(x - m), or dot(dY, Y) over j = t, t + step, ... */
+/* Row r's partial max, sum of exp(x - m), dot(dY, Y) or sum(dY) over j = t, t + step, ... */
 MP_HD double mp_cu_softmax_part(const mp_cu_args *a, int64_t r, int what, double m, int64_t t, int64_t step)
 {
     int64_t d = a->p[1], inner = a->p[2], base = mp_cu_sm_base(a, r);
@@ -256,27 +322,29 @@ MP_HD double mp_cu_softmax_part(const mp_cu_args *a, int64_t r, int what, double
         double v = x[base + j * inner];
         if (what == SM_MAX) acc = v > acc ? v : acc;
         else if (what == SM_SUM_EXP) acc += exp(v - m);
+        else if (what == SM_SUM) acc += v; /* the CPU's v * 1 */
         else acc += v * y[base + j * inner];
     }
     return acc;
 }
 
-/* Writes row r's elements j = t, t + step, ...: m and s the max and sum (or s the dot, for the gradient). */
+/* Writes row r's elements j = t, t + step, ...: m and s the max and sum (or s the gradient's row sum). */
 MP_HD void mp_cu_softmax_write(const mp_cu_args *a, int64_t r, double m, double s, int64_t t, int64_t step)
 {
     int64_t d = a->p[1], inner = a->p[2], base = mp_cu_sm_base(a, r);
     const float *x = (const float *)a->x[0];
     for (int64_t j = t; j < d; j += step) {
         int64_t i = base + j * inner;
-        if (a->p[3] == 2) ((float *)a->x[2])[i] = (float)(((const float *)a->x[1])[i] * (x[i] - s));
+        if (a->p[3] == SM_GRAD) ((float *)a->x[2])[i] = (float)(((const float *)a->x[1])[i] * (x[i] - s));
+        else if (a->p[3] == SM_LOG_GRAD) ((float *)a->x[2])[i] = (float)(x[i] - exp((double)((const float *)a->x[1])[i]) * s);
         else ((float *)a->x[1])[i] = (float)(a->p[3] == 1 ? x[i] - m - log(s) : exp(x[i] - m) / s);
     }
 }
 
 MP_HD void k_softmax(const mp_cu_args *a, int64_t r)
 {
-    if (a->p[3] == 2) {
-        mp_cu_softmax_write(a, r, 0, mp_cu_softmax_part(a, r, SM_DOT, 0, 0, 1), 0, 1);
+    if (a->p[3] >= SM_GRAD) {
+        mp_cu_softmax_write(a, r, 0, mp_cu_softmax_part(a, r, mp_cu_sm_grad_sum(a), 0, 0, 1), 0, 1);
         return;
     }
     double m = mp_cu_softmax_part(a, r, SM_MAX, 0, 0, 1);
@@ -323,11 +391,23 @@ MP_HD void k_sce_grad(const mp_cu_args *a, int64_t i)
     mp_cu_st(a->x[3], a->dt[3], i, s * (exp(mp_cu_ld(a->x[1], a->dt[1], i)) - (c == l ? 1.0 : 0.0)));
 }
 
-/* ---- LayerNormalization over rows of p[1] elements ------------------------------------- */
+/* ---- LayerNormalization over rows of p[1] elements (Group/InstanceNormalization too) ------------- */
 
-/* p: rows, n, mode. mode 0: X x0, scale x1, bias x2 -> Y x3 (mean x4, inv std x5 if asked);
+/* p: rows, n, mode, then for GroupNormalization (runtime/cpu_norm.c, cpu_grad.c group_norm_grad: a row
+ * per (n, group) of n = C / G x spatial elements) the groups G, and the scale (bias) entry of row r's
+ * element j, (r % G) * LN_SA + j / LN_SD (per channel: C / G and the spatial size; per group: 1 and
+ * n); G 0 (LayerNormalization): entry j. LN_INST: InstanceNormalization's forward, whose CPU kernel
+ * scales by scale / sqrt(var + eps), not by 1 / sqrt(var + eps) then scale.
+ * mode 0: X x0, scale x1, bias x2 -> Y x3 (mean x4, inv std x5 if asked);
  * mode 1: dY x0, X x1, scale x2 -> dX x3, and (mean, rstd) per row into x4 (workspace). f0 epsilon. */
 enum { LN_SUM_X = 0, LN_SUM_DEV2, LN_SUM_DXH, LN_SUM_DXH_XH };
+enum { LN_ROWS_N = 0, LN_N, LN_MODE, LN_G, LN_SA, LN_SD, LN_INST };
+
+/* Row r's element j's scale (and bias) entry. */
+MP_HD int64_t mp_cu_ln_si(const mp_cu_args *a, int64_t r, int64_t j)
+{
+    return a->p[LN_G] ? (r % a->p[LN_G]) * a->p[LN_SA] + j / a->p[LN_SD] : j;
+}
 
 /* Row r's partial sums over j = t, t + step, ... */
 MP_HD double mp_cu_ln_part(const mp_cu_args *a, int64_t r, int what, double mu, double rstd, int64_t t, int64_t step)
@@ -339,13 +419,14 @@ MP_HD double mp_cu_ln_part(const mp_cu_args *a, int64_t r, int what, double mu, 
         double d = x[b + j] - mu;
         if (what == LN_SUM_X) s += x[b + j];
         else if (what == LN_SUM_DEV2) s += d * d;
-        else if (what == LN_SUM_DXH) s += (double)dy[b + j] * sc[j];
-        else s += (double)dy[b + j] * sc[j] * (d * rstd);
+        else if (what == LN_SUM_DXH) s += (double)dy[b + j] * sc[mp_cu_ln_si(a, r, j)];
+        else s += (double)dy[b + j] * sc[mp_cu_ln_si(a, r, j)] * (d * rstd);
     }
     return s;
 }
 
-/* Writes row r's elements j = t, t + step, ... (and its statistics, from t 0). */
+/* Writes row r's elements j = t, t + step, ... (and its statistics, from t 0). rstd: 1 / sqrt(var + eps),
+ * or for LN_INST sqrt(var + eps) (mp_cu_ln_rstd). */
 MP_HD void mp_cu_ln_write(const mp_cu_args *a, int64_t r, double mu, double rstd, double m1, double m2, int64_t t, int64_t step)
 {
     int64_t n = a->p[1], b = r * n;
@@ -353,7 +434,11 @@ MP_HD void mp_cu_ln_write(const mp_cu_args *a, int64_t r, double mu, double rstd
     if (a->p[2] == 0) {
         const float *sc = (const float *)a->x[1], *bi = (const float *)a->x[2];
         float *y = (float *)a->x[3];
-        for (int64_t j = t; j < n; j += step) y[b + j] = (float)((x[b + j] - mu) * rstd * sc[j] + (bi ? bi[j] : 0));
+        for (int64_t j = t; j < n; j += step) {
+            int64_t e = mp_cu_ln_si(a, r, j);
+            double v = a->p[LN_INST] ? (x[b + j] - mu) * (sc[e] / rstd) + bi[e] : (x[b + j] - mu) * rstd * sc[e] + (bi ? bi[e] : 0);
+            y[b + j] = (float)v;
+        }
         if (t == 0 && a->x[4]) ((float *)a->x[4])[r] = (float)mu;
         if (t == 0 && a->x[5]) ((float *)a->x[5])[r] = (float)rstd;
         return;
@@ -361,13 +446,17 @@ MP_HD void mp_cu_ln_write(const mp_cu_args *a, int64_t r, double mu, double rstd
     const float *dy = (const float *)a->x[0], *sc = (const float *)a->x[2];
     float *dx = (float *)a->x[3];
     for (int64_t j = t; dx && j < n; j += step) {
-        double xh = (x[b + j] - mu) * rstd, dxh = (double)dy[b + j] * sc[j];
+        double xh = (x[b + j] - mu) * rstd, dxh = (double)dy[b + j] * sc[mp_cu_ln_si(a, r, j)];
         dx[b + j] = (float)(rstd * (dxh - m1 - xh * m2));
     }
     if (t == 0) ((double *)a->x[4])[2 * r] = mu, ((double *)a->x[4])[2 * r + 1] = rstd;
 }
 
-MP_HD double mp_cu_ln_rstd(const mp_cu_args *a, double dev2) { return 1 / sqrt(dev2 / (double)a->p[1] + a->f[0]); }
+MP_HD double mp_cu_ln_rstd(const mp_cu_args *a, double dev2)
+{
+    double s = sqrt(dev2 / (double)a->p[1] + a->f[0]);
+    return a->p[LN_INST] ? s : 1 / s;
+}
 
 MP_HD void k_ln_rows(const mp_cu_args *a, int64_t r)
 {
@@ -380,18 +469,23 @@ MP_HD void k_ln_rows(const mp_cu_args *a, int64_t r)
     mp_cu_ln_write(a, r, mu, rstd, m1, m2, 0, 1);
 }
 
-/* p: rows, n. dY x0, X x1, (mean, rstd) x2 -> dScale x3, dBias x4, a thread per element j of a row */
+/* p: rows, n, then for GroupNormalization the groups G, the entries per group E and the elements per
+ * entry cnt (entry j: row elements (j % E) * cnt, ... of the rows n G + j / E); G 0: LayerNormalization
+ * (G 1, E n, cnt 1). dY x0, X x1, (mean, rstd) x2 -> dScale x3, dBias x4, a thread per entry j, summing
+ * over the rows, then the elements, as the CPU's accumulation. */
 MP_HD void k_ln_cols(const mp_cu_args *a, int64_t j)
 {
-    int64_t rows = a->p[0], n = a->p[1];
+    int64_t rows = a->p[0], n = a->p[1], G = a->p[2] ? a->p[2] : 1, E = a->p[2] ? a->p[3] : n, cnt = a->p[2] ? a->p[4] : 1;
+    int64_t j0 = (j % E) * cnt;
     const float *dy = (const float *)a->x[0], *x = (const float *)a->x[1];
     const double *st = (const double *)a->x[2];
     double ds = 0, db = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        double g = dy[r * n + j];
-        ds += g * ((x[r * n + j] - st[2 * r]) * st[2 * r + 1]);
-        db += g;
-    }
+    for (int64_t r = j / E; r < rows; r += G)
+        for (int64_t q = r * n + j0; q < r * n + j0 + cnt; q++) {
+            double g = dy[q];
+            ds += g * ((x[q] - st[2 * r]) * st[2 * r + 1]);
+            db += g;
+        }
     if (a->x[3]) ((float *)a->x[3])[j] = (float)ds;
     if (a->x[4]) ((float *)a->x[4])[j] = (float)db;
 }
@@ -1179,6 +1273,105 @@ MP_HD void k_einsum(const mp_cu_args *a, int64_t i)
         }
     }
     mp_cu_st(a->x[nin], a->dt[nin], i, acc);
+}
+
+/* ---- CumSum (runtime/cpu_reduce.c run_cumulative) ------------------------------------------------- */
+
+/* p: outer, d (the axis), inner, exclusive, reverse. x0 -> x1 (may be x0's bytes), a thread per
+ * (outer, inner) line walking the axis in the CPU's order: floats summed in double, integers wrapping
+ * in 64 bits. */
+enum { CS_OUTER = 0, CS_D, CS_INNER, CS_EXCL, CS_REV };
+
+MP_HD void mp_cu_sti(void *p, int dt, int64_t i, int64_t v)
+{
+    if (dt == MP_CU_I64) ((int64_t *)p)[i] = v;
+    else if (dt == MP_CU_I32) ((int32_t *)p)[i] = (int32_t)v;
+    else mp_cu_st(p, dt, i, (double)v);
+}
+
+MP_HD void k_cumsum(const mp_cu_args *a, int64_t l)
+{
+    const int64_t *p = a->p;
+    int64_t d = p[CS_D], inner = p[CS_INNER], base = (l / inner) * d * inner + l % inner;
+    int isf = a->dt[0] == MP_CU_F32 || a->dt[0] == MP_CU_F64;
+    double acc = 0;
+    uint64_t iacc = 0;
+    for (int64_t t = 0; t < d; t++) {
+        int64_t at = base + (p[CS_REV] ? d - 1 - t : t) * inner;
+        if (isf) {
+            double next = acc + mp_cu_ld(a->x[0], a->dt[0], at);
+            mp_cu_st(a->x[1], a->dt[1], at, p[CS_EXCL] ? acc : next);
+            acc = next;
+        } else {
+            uint64_t next = iacc + (uint64_t)mp_cu_ldi(a->x[0], a->dt[0], at);
+            mp_cu_sti(a->x[1], a->dt[1], at, (int64_t)(p[CS_EXCL] ? iacc : next));
+            iacc = next;
+        }
+    }
+}
+
+/* ---- GatherElements, ScatterElements (runtime/cpu_tensor.c) -------------------------------------- */
+
+/* p: rank r, axis, then the indices' dims[r] (the output's for GatherElements), the data's dims[r].
+ * Indices, updates, data and output are contiguous; a negative index counts from the end, one out of
+ * range (the CPU fails) reads element 0 of the axis (GatherElements) or hits nothing (Scatter). */
+enum { GE_RANK = 0, GE_AXIS, GE_RED, GE_DIMS };
+enum { SE_NONE = 0, SE_ADD, SE_MUL, SE_MAX, SE_MIN };
+
+MP_HD int64_t mp_cu_elem_index(const mp_cu_args *a, int64_t at, int64_t d)
+{
+    int64_t v = mp_cu_ldi(a->x[1], a->dt[1], at);
+    if (v < 0) v += d;
+    return v < 0 || v >= d ? -1 : v;
+}
+
+/* data x0, indices x1 -> out x2 (any dtype), a thread per element of the output */
+MP_HD void k_gather_elements(const mp_cu_args *a, int64_t i)
+{
+    int r = (int)a->p[GE_RANK], ax = (int)a->p[GE_AXIS];
+    const int64_t *id = a->p + GE_DIMS, *dd = id + r;
+    int64_t rem = i, src = 0, str = 1, v = mp_cu_elem_index(a, i, dd[ax]);
+    for (int k = r - 1; k >= 0; k--) {
+        int64_t q = rem / id[k], at = rem - q * id[k];
+        src += (k == ax ? (v < 0 ? 0 : v) : at) * str;
+        str *= dd[k], rem = q;
+    }
+    switch (mp_cu_esize(a->dt[0])) {
+    case 1: ((unsigned char *)a->x[2])[i] = ((const unsigned char *)a->x[0])[src]; break;
+    case 4: ((uint32_t *)a->x[2])[i] = ((const uint32_t *)a->x[0])[src]; break;
+    default: ((uint64_t *)a->x[2])[i] = ((const uint64_t *)a->x[0])[src]; break;
+    }
+}
+
+/* v rounded to dtype dt, as a store and a load would round it. */
+MP_HD double mp_cu_round_to(int dt, double v) { return dt == MP_CU_F32 ? (double)(float)v : v; }
+
+/* p[GE_RED]: the reduction. data x0, indices x1, updates x2 -> out x3 (float32 / float64; may be data's
+ * bytes), a thread per element of the output: the data element, then the updates whose index hits it
+ * combined in the CPU's order (ascending along the axis: the indices' row-major order), each step
+ * rounded to the output's dtype as the CPU's stores round it. A gather, so no atomics. */
+MP_HD void k_scatter_elements(const mp_cu_args *a, int64_t i)
+{
+    int r = (int)a->p[GE_RANK], ax = (int)a->p[GE_AXIS], red = (int)a->p[GE_RED];
+    const int64_t *id = a->p + GE_DIMS, *dd = id + r;
+    int64_t rem = i, base = 0, str = 1, own = 0, axstr = 1;
+    int inside = 1;
+    for (int k = r - 1; k >= 0; k--) {
+        int64_t q = rem / dd[k], at = rem - q * dd[k];
+        if (k == ax) own = at, axstr = str;
+        else base += at * str, inside &= at < id[k];
+        str *= id[k], rem = q;
+    }
+    double acc = mp_cu_ld(a->x[0], a->dt[0], i);
+    for (int64_t t = 0; inside && t < id[ax]; t++) {
+        int64_t at = base + t * axstr;
+        if (mp_cu_elem_index(a, at, dd[ax]) != own) continue;
+        double u = mp_cu_ld(a->x[2], a->dt[2], at);
+        acc = red == SE_ADD ? acc + u : red == SE_MUL ? acc * u : red == SE_MAX ? (acc > u ? acc : u)
+            : red == SE_MIN ? (acc < u ? acc : u) : u;
+        acc = mp_cu_round_to(a->dt[3], acc);
+    }
+    mp_cu_st(a->x[3], a->dt[3], i, acc);
 }
 
 /* ---- which launches the GPU runs as a block per output ------------------------------------- */
