@@ -280,6 +280,9 @@ static const struct {
     {"Floor", MP_FN_FLOOR, 1}, {"Ceil", MP_FN_CEIL, 1}, {"Round", MP_FN_ROUND, 1}, {"Softplus", MP_FN_SOFTPLUS, 1},
     {"Softsign", MP_FN_SOFTSIGN, 1}, {"Elu", MP_FN_ELU, 1}, {"Selu", MP_FN_SELU, 1}, {"Celu", MP_FN_CELU, 1},
     {"ThresholdedRelu", MP_FN_THRESHOLDED_RELU, 1}, {"Mish", MP_FN_MISH, 1}, {"Swish", MP_FN_SWISH, 1},
+    {"Tan", MP_FN_TAN, 1}, {"Sinh", MP_FN_SINH, 1}, {"Cosh", MP_FN_COSH, 1}, {"Asin", MP_FN_ASIN, 1},
+    {"Acos", MP_FN_ACOS, 1}, {"Atan", MP_FN_ATAN, 1}, {"Asinh", MP_FN_ASINH, 1}, {"Acosh", MP_FN_ACOSH, 1},
+    {"Atanh", MP_FN_ATANH, 1},
 };
 
 static const char *lower_map(cg *c, const mp_node *n)
@@ -848,54 +851,65 @@ static const char *lower_softmax(cg *c, const mp_node *n)
     return softmax(c, strcmp(n->op_type, "LogSoftmax") ? SM_SOFTMAX : SM_LOG, outer, d, inner, vin(n, 0), vout(n, 0), -1);
 }
 
-/* SCE p[]: N, C, D, mean, ignore_index; the scores (or log_prob) are [N, C, D..]. */
-static const char *sce_params(cg *c, const mp_node *n, int32_t scores, int32_t labels, int64_t *p)
+/* SCE p[]: N, C, D, mean, ignore_index, none (NLL only); the scores (or log_prob) are [N, C, D..]. */
+static const char *sce_params(cg *c, const mp_node *n, int32_t scores, int32_t labels, bool nll, int64_t *p)
 {
     const char *red = mp_attr_str(n, "reduction", "mean");
-    if (strcmp(red, "mean") && strcmp(red, "sum")) return "a reduction other than mean or sum";
-    if (V(c, scores)->rank < 2 || tview(c, scores)) return "scores of rank < 2";
+    if (strcmp(red, "mean") && strcmp(red, "sum") && (!nll || strcmp(red, "none"))) return "a reduction other than mean or sum";
+    if (scores < 0 || labels < 0) return "missing operands";
+    if (V(c, scores)->rank < 2 || tview(c, scores) || tview(c, labels)) return "scores of rank < 2";
     if (V(c, labels)->dtype != MP_INT64 && V(c, labels)->dtype != MP_INT32) return "labels other than int32/int64";
     p[SCE_N] = dim(c, scores, 0), p[SCE_C] = dim(c, scores, 1);
     p[SCE_D] = (p[SCE_N] * p[SCE_C]) != 0 ? numel(c, scores) / (p[SCE_N] * p[SCE_C]) : 0;
+    if (numel(c, labels) != p[SCE_N] * p[SCE_D]) return "labels that disagree with the scores";
     p[SCE_MEAN] = !strcmp(red, "mean");
     p[SCE_HAS_IGNORE] = mp_node_attr(n, "ignore_index") != NULL;
     p[SCE_IGNORE] = mp_attr_int(n, "ignore_index", 0);
+    p[SCE_NONE] = !strcmp(red, "none"), p[SCE_NLL] = nll;
     return NULL;
 }
 
+/* SoftmaxCrossEntropyLoss / Grad (no weights), NegativeLogLikelihoodLoss / Grad (runtime/cpu_norm.c
+ * run_nll, cpu_grad.c xent_grad with nll: reductions none, sum, mean; ignore_index; class weights). */
 static const char *lower_sce(cg *c, const mp_node *n)
 {
-    bool grad = !strcmp(n->op_type, "SoftmaxCrossEntropyGrad");
-    int32_t scores = vin(n, grad ? 1 : 0), labels = vin(n, grad ? 2 : 1);
-    int64_t p[8] = {0};
+    bool grad = strstr(n->op_type, "Grad") != NULL, nll = !strncmp(n->op_type, "Negative", 8);
+    int32_t scores = vin(n, grad ? 1 : 0), labels = vin(n, grad ? 2 : 1), w = vin(n, grad ? 3 : 2);
+    int64_t p[MP_CU_NP] = {0};
     const char *e = plain_f32(c, n);
-    if (e || (e = sce_params(c, n, scores, labels, p))) return e;
-    if (vin(n, grad ? 3 : 2) >= 0) return "class weights";
+    if (e || (e = sce_params(c, n, scores, labels, nll, p))) return e;
+    if (w >= 0 && !nll) return "class weights";
+    if (w >= 0 && (numel(c, w) != p[SCE_C] || !mp_dtype_is_float(V(c, w)->dtype) || tview(c, w))) return "weights other than C floats";
     if (!grad) {
-        int32_t lp = vout(n, 1);
+        int32_t lp = nll ? scores : vout(n, 1);
         if (lp < 0 || T(c, lp) < 0) return "no log_prob output";
-        if ((e = softmax(c, 1, p[SCE_N], p[SCE_C], p[SCE_D], scores, lp, -1))) return e;
-        EMIT(I, MP_CU_SCE_LOSS, 1);
+        if (!nll && (e = softmax(c, 1, p[SCE_N], p[SCE_C], p[SCE_D], scores, lp, -1))) return e;
+        if (p[SCE_NONE] && numel(c, vout(n, 0)) != p[SCE_N] * p[SCE_D]) return "a loss of other than one entry per item";
+        if (p[SCE_NONE] && !numel(c, vout(n, 0))) return NULL;
+        EMIT(I, MP_CU_SCE_LOSS, p[SCE_NONE] ? numel(c, vout(n, 0)) : 1);
         memcpy(I->p, p, sizeof p);
-        I->t[0] = T(c, lp), I->t[1] = T(c, labels), I->t[2] = T(c, vout(n, 0));
+        I->t[0] = T(c, lp), I->t[1] = T(c, labels), I->t[2] = T(c, vout(n, 0)), I->t[3] = T(c, w);
         return NULL;
     }
     need_ws(c, sizeof(double));
     for (int phase = 0; phase < 2; phase++) {
+        if (phase && !numel(c, vout(n, 0))) break;
         EMIT(I, MP_CU_SCE_GRAD, phase ? numel(c, vout(n, 0)) : 1);
         memcpy(I->p, p, sizeof p);
         I->p[SCE_PHASE] = phase;
         I->t[0] = T(c, vin(n, 0)), I->t[1] = T(c, scores), I->t[2] = T(c, labels), I->t[3] = T(c, vout(n, 0));
-        I->t[4] = MP_CU_WS;
+        I->t[4] = MP_CU_WS, I->t[5] = T(c, w);
     }
     return NULL;
 }
 
 /* ---- normalizations -------------------------------------------------------------------------- */
 
+/* LayerNormalization, RMSNormalization (runtime/cpu_norm.c run_layer_norm: no mean, no bias) and their
+ * gradients (cpu_grad.c layer_norm_grad; RMS: no mean term): LN_ROWS, then LN_COLS for dScale, dBias. */
 static const char *lower_layer_norm(cg *c, const mp_node *n)
 {
-    bool grad = !strcmp(n->op_type, "LayerNormalizationGrad");
+    bool grad = strstr(n->op_type, "Grad") != NULL, rms = !strncmp(n->op_type, "RMS", 3);
     int32_t x = vin(n, grad ? 1 : 0), sc = vin(n, grad ? 2 : 1);
     const char *e = plain_f32(c, n);
     if (e) return e;
@@ -903,12 +917,13 @@ static const char *lower_layer_norm(cg *c, const mp_node *n)
     int64_t axis = norm_axis(mp_attr_int(n, "axis", -1), r), inner = 1;
     if (axis < 0 || axis >= r) return "axis out of range";
     for (int a = (int)axis; a < r; a++) inner *= dim(c, x, a);
+    if (rms && !grad && vin(n, 2) >= 0) return "a third input";
     if (sc < 0 || numel(c, sc) != inner || (!grad && vin(n, 2) >= 0 && numel(c, vin(n, 2)) != inner))
         return "a scale or bias that is broadcast";
     int64_t rows = inner ? numel(c, x) / inner : 0;
     if (!rows || !inner) return NULL;
     EMIT(I, MP_CU_LN_ROWS, rows);
-    I->p[0] = rows, I->p[1] = inner, I->p[2] = grad, I->f[0] = mp_attr_float(n, "epsilon", 1e-5f);
+    I->p[0] = rows, I->p[1] = inner, I->p[2] = grad, I->p[LN_RMS] = rms, I->f[0] = mp_attr_float(n, "epsilon", 1e-5f);
     if (!grad) {
         I->t[0] = T(c, x), I->t[1] = T(c, sc), I->t[2] = T(c, vin(n, 2)), I->t[3] = T(c, vout(n, 0));
         I->t[4] = T(c, vout(n, 1)), I->t[5] = T(c, vout(n, 2));
@@ -1397,7 +1412,7 @@ static const char *lower_einsum(cg *c, const mp_node *n)
     int32_t y = vout(n, 0);
     const char *eq = mp_attr_str(n, "equation", NULL);
     if (!eq || y < 0 || n->nin < 1) return "no equation, input or output";
-    if (n->nin > MP_CU_NT - 1) return "more than 7 inputs";
+    if (n->nin > 7) return "more than 7 inputs";
     mp_dtype dt = V(c, y)->dtype;
     if (dt != MP_FLOAT && dt != MP_DOUBLE) return "a dtype other than float32 or float64";
     if (tview(c, y)) return "a transposed view output";
@@ -1543,6 +1558,199 @@ static const char *lower_adafactor(cg *c, const mp_node *n)
     return NULL;
 }
 
+/* ---- GatherND, ScatterND, RotaryEmbedding, Attention ----------------------------------------------- */
+
+/* GatherND (any dtype, batch_dims) and ScatterND (float; batch_dims 0; reduction none, add, mul, max,
+ * min), as runtime/cpu_tensor.c: MP_CU_GATHER_ND a thread per output element; MP_CU_SCATTER_ND a thread
+ * per output element gathering the update rows that hit it, in the CPU's order (GatherND's gradient:
+ * Zeros, then the add), no atomics. */
+static const char *lower_nd(cg *c, const mp_node *n)
+{
+    static const char *const reds[] = {"none", "add", "mul", "max", "min"};
+    bool scatter = !strcmp(n->op_type, "ScatterND");
+    int32_t data = vin(n, 0), idx = vin(n, 1), upd = scatter ? vin(n, 2) : -1, y = vout(n, 0);
+    if (data < 0 || idx < 0 || y < 0 || (scatter && upd < 0)) return "missing operands";
+    if (V(c, idx)->dtype != MP_INT64 && V(c, idx)->dtype != MP_INT32) return "indices other than int32/int64";
+    if (tview(c, data) || tview(c, idx) || tview(c, y) || (scatter && tview(c, upd))) return "a transposed view operand";
+    if (V(c, data)->dtype != V(c, y)->dtype || (scatter && V(c, upd)->dtype != V(c, y)->dtype)) return "operands of other than one dtype";
+    if (scatter && !mp_dtype_is_float(V(c, y)->dtype)) return "a scatter other than float";
+    int r = V(c, data)->rank, ir = V(c, idx)->rank, red = scatter ? pick_name(mp_attr_str(n, "reduction", "none"), reds, 5) : 0;
+    int64_t b = scatter ? 0 : mp_attr_int(n, "batch_dims", 0), q = ir ? dim(c, idx, ir - 1) : 0;
+    if (red < 0) return "an unknown reduction";
+    if (ir < 1 || b < 0 || b >= ir || b + q > r) return "bad batch_dims or index depth";
+    int64_t batch = 1, per = 1, slice = 1, xd[MP_CU_MAX_RANK], xs[MP_CU_MAX_RANK];
+    for (int i = 0; i < b; i++) batch *= dim(c, data, i);
+    for (int i = (int)b; i < ir - 1; i++) per *= dim(c, idx, i);
+    for (int i = (int)(b + q); i < r; i++) slice *= dim(c, data, i);
+    if (scatter ? numel(c, upd) != per * slice : numel(c, y) != batch * per * slice) return "sizes that disagree with data and indices";
+    if (!numel(c, y) || !slice) return NULL;
+    EMIT(I, scatter ? MP_CU_SCATTER_ND : MP_CU_GATHER_ND, numel(c, y));
+    I->t[0] = T(c, data), I->t[1] = T(c, idx), I->t[2] = T(c, scatter ? upd : y), I->t[3] = scatter ? T(c, y) : -1;
+    dims_of(c, data, xd);
+    contiguous(r, xd, xs);
+    I->p[GN_RANK] = r, I->p[GN_Q] = q, I->p[GN_BATCH] = b, I->p[GN_RED] = red, I->p[GN_SLICE] = slice, I->p[GN_PER] = per;
+    memcpy(I->p + GN_DIMS, xd, (size_t)r * sizeof *xd), memcpy(I->p + GN_DIMS + r, xs, (size_t)r * sizeof *xs);
+    return NULL;
+}
+
+/* RotaryEmbedding (runtime/cpu_misc.c; its gradient is a RotaryEmbedding with the sin cache negated):
+ * MP_CU_ROTARY, a thread per rotated pair or passed-through element. */
+static const char *lower_rotary(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), cc = vin(n, 1), sc = vin(n, 2), pid = vin(n, 3), y = vout(n, 0);
+    if (x < 0 || cc < 0 || sc < 0 || y < 0) return "missing operands";
+    for (int k = 0; k < n->nin; k++)
+        if (tview(c, n->in[k])) return "a transposed view operand";
+    if (!mp_dtype_is_float(V(c, x)->dtype) || !mp_dtype_is_float(V(c, cc)->dtype) || !mp_dtype_is_float(V(c, sc)->dtype))
+        return "operands other than float";
+    if (V(c, x)->dtype != V(c, y)->dtype || numel(c, x) != numel(c, y)) return "an output other than the input's shape";
+    if (pid >= 0 && V(c, pid)->dtype != MP_INT64 && V(c, pid)->dtype != MP_INT32) return "position_ids other than int32/int64";
+    int r = V(c, x)->rank;
+    if (r != 3 && r != 4) return "other than a 3-D or 4-D input";
+    int64_t B = dim(c, x, 0), H, S, D;
+    if (r == 4) {
+        H = dim(c, x, 1), S = dim(c, x, 2), D = dim(c, x, 3);
+    } else {
+        H = mp_attr_int(n, "num_heads", 0), S = dim(c, x, 1);
+        if (H <= 0 || dim(c, x, 2) % H) return "a 3-D input without num_heads dividing its hidden size";
+        D = dim(c, x, 2) / H;
+    }
+    int64_t R = mp_attr_int(n, "rotary_embedding_dim", 0);
+    if (R == 0) R = D;
+    if (R < 0 || R > D || R % 2) return "a rotary_embedding_dim that is odd or above the head size";
+    int cr = V(c, cc)->rank;
+    if (cr < 2 || dim(c, cc, cr - 1) != R / 2 || numel(c, sc) != numel(c, cc)) return "caches that do not end in rotary_dim / 2";
+    if (pid < 0 && (cr != 3 || dim(c, cc, 0) != B || dim(c, cc, 1) != S)) return "caches other than [B, S, R / 2] without position_ids";
+    if (pid >= 0 && (numel(c, pid) != B * S || cr != 2)) return "position_ids other than [B, S] or caches other than 2-D";
+    int64_t per = R / 2 + D - R;
+    if (!B || !H || !S || !per) return NULL;
+    EMIT(I, MP_CU_ROTARY, B * H * S * per);
+    I->t[0] = T(c, x), I->t[1] = T(c, cc), I->t[2] = T(c, sc), I->t[3] = T(c, pid), I->t[4] = T(c, y);
+    I->p[RO_B] = B, I->p[RO_H] = H, I->p[RO_S] = S, I->p[RO_D] = D, I->p[RO_R] = R;
+    I->p[RO_INTER] = mp_attr_int(n, "interleaved", 0) != 0, I->p[RO_FLAT] = r == 3, I->p[RO_NPOS] = dim(c, cc, 0);
+    return NULL;
+}
+
+/* The heads view of a 3-D ([B, S, H D]) or 4-D ([B, H, S, D]) Q, K or V: H, S, D; false if neither. */
+static bool heads_of(const cg *c, int32_t v, int64_t heads, int64_t *H, int64_t *S, int64_t *D)
+{
+    int r = V(c, v)->rank;
+    if (r == 4) {
+        *H = dim(c, v, 1), *S = dim(c, v, 2), *D = dim(c, v, 3);
+        return true;
+    }
+    if (r != 3 || heads <= 0 || dim(c, v, 2) % heads) return false;
+    *H = heads, *S = dim(c, v, 1), *D = dim(c, v, 2) / heads;
+    return true;
+}
+
+static const char *attention_op(cg *c, const int64_t *p, const double *f, const int32_t *ops, int kind, int64_t n, int32_t out)
+{
+    if (!n || (kind != ATK_STATS && T(c, out) < 0)) return NULL;
+    EMIT(I, MP_CU_ATTENTION, n);
+    memcpy(I->p, p, AT_COUNT * sizeof *p);
+    I->p[AT_KIND] = kind, I->f[0] = f[0], I->f[1] = f[1];
+    for (int k = 0; k < 8; k++) I->t[k] = T(c, ops[k]);
+    I->t[8] = kind == ATK_STATS ? -1 : T(c, out), I->t[9] = MP_CU_WS;
+    return NULL;
+}
+
+/* Attention (opset 23, runtime/cpu_attention.c mp_cpu_Attention) and AttentionGrad (mp_cpu_AttentionGrad):
+ * present_key / present_value by COPY (the past rows, then K's or V's); then MP_CU_ATTENTION: each query
+ * row's statistics into the workspace, then a thread per element of Y, qk_matmul_output, dQ, dMask, dK,
+ * dV, recomputing the scores it needs in the CPU's order of additions (no atomics). */
+static const char *lower_attention(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "AttentionGrad");
+    int o = grad ? 1 : 0;
+    int32_t q = vin(n, o), k = vin(n, o + 1), v = vin(n, o + 2), mask = vin(n, o + 3), pk = vin(n, o + 4), pv = vin(n, o + 5);
+    int32_t nonpad = vin(n, o + 6), dy = grad ? vin(n, 0) : -1;
+    if (q < 0 || k < 0 || v < 0 || (grad && dy < 0)) return "missing operands";
+    for (int i = 0; i < n->nin + n->nout; i++) {
+        int32_t id = i < n->nin ? n->in[i] : n->out[i - n->nin];
+        if (tview(c, id)) return "a transposed view operand";
+    }
+    mp_dtype dt = V(c, q)->dtype;
+    if ((dt != MP_FLOAT && dt != MP_DOUBLE) || V(c, k)->dtype != dt || V(c, v)->dtype != dt) return "Q, K, V other than one float dtype";
+    if (V(c, q)->rank != V(c, k)->rank || V(c, q)->rank != V(c, v)->rank) return "Q, K and V of different ranks";
+    int64_t p[AT_COUNT] = {0}, Hq, Sq, D, Hkv, Sk, Dk, Hv, Sv, Dv;
+    if (!heads_of(c, q, mp_attr_int(n, "q_num_heads", 0), &Hq, &Sq, &D) || !heads_of(c, k, mp_attr_int(n, "kv_num_heads", 0), &Hkv, &Sk, &Dk) ||
+        !heads_of(c, v, mp_attr_int(n, "kv_num_heads", 0), &Hv, &Sv, &Dv))
+        return "Q, K or V neither 4-D nor 3-D with its head count";
+    int64_t B = dim(c, q, 0), P = 0;
+    if (dim(c, k, 0) != B || dim(c, v, 0) != B || Hv != Hkv || Sv != Sk || Dk != D || Hkv <= 0 || Hq % Hkv) return "Q, K and V shapes that disagree";
+    if (pk >= 0 || pv >= 0) {
+        if (pk < 0 || pv < 0 || V(c, pk)->rank != 4 || V(c, pv)->rank != 4 || dim(c, pk, 0) != B || dim(c, pk, 1) != Hkv ||
+            dim(c, pk, 3) != D || dim(c, pv, 2) != dim(c, pk, 2) || dim(c, pv, 3) != Dv || V(c, pk)->dtype != dt || V(c, pv)->dtype != dt)
+            return "past_key and past_value other than [B, kv_heads, past, D] of Q's dtype";
+        P = dim(c, pk, 2);
+    }
+    int64_t Tk = P + Sk;
+    p[AT_B] = B, p[AT_HQ] = Hq, p[AT_HKV] = Hkv, p[AT_SQ] = Sq, p[AT_D] = D, p[AT_DV] = Dv, p[AT_P] = P, p[AT_T] = Tk;
+    p[AT_QFLAT] = V(c, q)->rank == 3, p[AT_KFLAT] = V(c, k)->rank == 3, p[AT_VFLAT] = V(c, v)->rank == 3;
+    int32_t y = grad ? dy : vout(n, 0);
+    if (y < 0 || numel(c, y) != B * Hq * Sq * Dv) return "a Y (dY) of other than B Hq Sq Dv elements";
+    p[AT_YFLAT] = V(c, y)->rank == 3;
+    p[AT_CAUSAL] = mp_attr_int(n, "is_causal", 0) != 0, p[AT_MODE] = mp_attr_int(n, "qk_matmul_output_mode", 0);
+    for (int i = 0; i < 4; i++) p[AT_MDIMS + i] = 1, p[AT_MSTR + i] = 0;
+    if (mask >= 0) {
+        int mr = V(c, mask)->rank;
+        if (mr < 1 || mr > 4 || (V(c, mask)->dtype != MP_BOOL && V(c, mask)->dtype != dt)) return "an attn_mask other than bool or Q's dtype, rank 1 to 4";
+        int64_t s = 1, want[4] = {B, Hq, Sq, Tk};
+        for (int i = mr - 1; i >= 0; i--) {
+            int oo = 4 - mr + i;
+            p[AT_MDIMS + oo] = dim(c, mask, i), p[AT_MSTR + oo] = dim(c, mask, i) == 1 && oo != 3 ? 0 : s;
+            s *= dim(c, mask, i);
+        }
+        for (int i = 0; i < 3; i++)
+            if (p[AT_MDIMS + i] != 1 && p[AT_MDIMS + i] != want[i]) return "an attn_mask that does not broadcast to [B, H, Sq, T]";
+        if (p[AT_MDIMS + 3] > Tk) return "an attn_mask longer than the keys";
+        p[AT_HAS_MASK] = 1;
+    }
+    if (nonpad >= 0 && (numel(c, nonpad) != B || (V(c, nonpad)->dtype != MP_INT64 && V(c, nonpad)->dtype != MP_INT32)))
+        return "nonpad_kv_seqlen other than B integers";
+    double f[2] = {mp_node_attr(n, "scale") ? mp_attr_float(n, "scale", 1.0f) : 1 / sqrt((double)D), mp_attr_float(n, "softcap", 0.0f)};
+    const int32_t ops8[8] = {q, k, v, mask, pk, pv, nonpad, dy};
+    int64_t rows = B * Hq * Sq;
+    const char *e;
+    if (!grad) {
+        for (int kv = 0; kv < 2; kv++) { /* present_key / present_value: the past rows, then the new ones */
+            int32_t pres = vout(n, 1 + kv), src = kv ? v : k, past = kv ? pv : pk;
+            int64_t w = kv ? Dv : D, dims[4] = {B, Hkv, P, w}, ps[4], ds[4] = {Hkv * Tk * w, Tk * w, w, 1}, ss[4];
+            if (pres < 0 || T(c, pres) < 0) continue;
+            if (V(c, pres)->dtype != dt || numel(c, pres) != B * Hkv * Tk * w) return "a present cache of another shape";
+            contiguous(4, dims, ps);
+            if (P && (e = copy(c, past, pres, 4, dims, 0, ps, 0, ds))) return e;
+            dims[2] = Sk;
+            if (V(c, src)->rank == 3) ss[0] = Sk * Hkv * w, ss[1] = w, ss[2] = Hkv * w, ss[3] = 1;
+            else contiguous(4, dims, ss);
+            if ((e = copy(c, src, pres, 4, dims, 0, ss, P * w, ds))) return e;
+        }
+        int32_t qk = vout(n, 3);
+        if (qk >= 0 && T(c, qk) >= 0 && (V(c, qk)->dtype != dt || numel(c, qk) != rows * Tk)) return "a qk_matmul_output of another shape";
+        if (V(c, y)->dtype != dt) return "a Y of another dtype";
+        if (!rows) return NULL;
+        need_ws(c, 3 * rows * (int64_t)sizeof(double));
+        if ((e = attention_op(c, p, f, ops8, ATK_STATS, rows, y)) || (e = attention_op(c, p, f, ops8, ATK_Y, numel(c, y), y))) return e;
+        return qk >= 0 ? attention_op(c, p, f, ops8, ATK_QK, rows * Tk, qk) : NULL;
+    }
+    int32_t dq = vout(n, 0), dk = vout(n, 1), dv = vout(n, 2), dm = vout(n, 3);
+    if ((dq >= 0 && (V(c, dq)->dtype != dt || numel(c, dq) != numel(c, q))) || (dk >= 0 && (V(c, dk)->dtype != dt || numel(c, dk) != numel(c, k))) ||
+        (dv >= 0 && (V(c, dv)->dtype != dt || numel(c, dv) != numel(c, v))) || (dm >= 0 && (V(c, dm)->dtype != dt || numel(c, dm) != rows * Tk)) ||
+        V(c, dy)->dtype != dt)
+        return "gradients of other than their inputs' shapes";
+    if (!rows) { /* no query rows: the CPU's sums stay 0 */
+        if ((dk >= 0 && (e = fill(c, dk, 0))) || (dv >= 0 && (e = fill(c, dv, 0)))) return e;
+        return NULL;
+    }
+    need_ws(c, 3 * rows * (int64_t)sizeof(double));
+    if ((e = attention_op(c, p, f, ops8, ATK_STATS, rows, q))) return e;
+    if (dq >= 0 && (e = attention_op(c, p, f, ops8, ATK_DQ, numel(c, q), dq))) return e;
+    if (dm >= 0 && (e = attention_op(c, p, f, ops8, ATK_DMASK, rows * Tk, dm))) return e;
+    if (dk >= 0 && (e = attention_op(c, p, f, ops8, ATK_DK, numel(c, k), dk))) return e;
+    return dv >= 0 ? attention_op(c, p, f, ops8, ATK_DV, numel(c, v), dv) : NULL;
+}
+
 /* ---- the op table ---------------------------------------------------------------------------------- */
 
 static const struct {
@@ -1558,7 +1766,10 @@ static const struct {
     {"MatMulGradA", lower_matmul}, {"MatMulGradB", lower_matmul}, {"SumToShape", lower_sum_to},
     {"GlobalAveragePool", lower_gap}, {"GlobalAveragePoolGrad", lower_gap}, {"Softmax", lower_softmax},
     {"LogSoftmax", lower_softmax}, {"SoftmaxGrad", lower_softmax}, {"LogSoftmaxGrad", lower_softmax}, {"SoftmaxCrossEntropyLoss", lower_sce},
-    {"SoftmaxCrossEntropyGrad", lower_sce}, {"LayerNormalization", lower_layer_norm},
+    {"SoftmaxCrossEntropyGrad", lower_sce}, {"NegativeLogLikelihoodLoss", lower_sce}, {"NegativeLogLikelihoodGrad", lower_sce},
+    {"LayerNormalization", lower_layer_norm}, {"RMSNormalization", lower_layer_norm}, {"RMSNormalizationGrad", lower_layer_norm},
+    {"GatherND", lower_nd}, {"ScatterND", lower_nd}, {"RotaryEmbedding", lower_rotary}, {"Attention", lower_attention},
+    {"AttentionGrad", lower_attention},
     {"LayerNormalizationGrad", lower_layer_norm}, {"BatchNormalization", lower_batch_norm},
     {"BatchNormalizationGrad", lower_batch_norm}, {"InstanceNormalization", lower_group_norm},
     {"InstanceNormalizationGrad", lower_group_norm}, {"GroupNormalization", lower_group_norm},

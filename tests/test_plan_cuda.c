@@ -14,8 +14,9 @@
  *      outside a tensor fails here; a model written here holds the forms of
  *      ReduceMean/ReduceSum, Resize, ConvTranspose, Pad, Einsum, the
  *      activations, LogSoftmax, Instance/GroupNormalization, the other Reduce*,
- *      CumSum, DepthToSpace/SpaceToDepth, Tile and Gather/ScatterElements no
- *      real model shows;
+ *      CumSum, DepthToSpace/SpaceToDepth, Tile, Gather/ScatterElements, the
+ *      trigonometric functions, RMSNormalization, NegativeLogLikelihoodLoss,
+ *      GatherND/ScatterND, RotaryEmbedding and Attention no real model shows;
  *   3. when nvcc is present, each plan.cu of step 1 compiles and links against
  *      the GPU runtime (compiled once: memplan_cuda.cu, mp_cu_cudnn.cu; cuBLAS,
  *      cuDNN), with every nvcc warning an error. */
@@ -35,7 +36,7 @@
 #define TORCH MEMPLAN_SHARED "/models/torch/"
 #define TP MEMPLAN_SHARED "/models/third-party/"
 #define LOSS_RTOL 1e-5 /* fp32 sums in another order (Conv: direct vs im2col + BLAS) */
-#define FORMS_RTOL 1e-6 /* the op-forms model: a wrong tap, pad or scale in one of its 77 branches moves the loss by > 1.3e-6 */
+#define FORMS_RTOL 1e-6 /* the op-forms model: a wrong tap, pad or scale in one of its 100 branches moves the loss by > 1.3e-6 */
 
 typedef struct model {
     const char *path, *args[8];
@@ -241,9 +242,19 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * ScatterElements read x * p, so their gradients run too (ResizeGrad, PadGrad,
  * the gradient's Einsums, LogSoftmaxGrad, the normalizations' gradients,
  * GatherElements' ScatterElements add); each branch adds mean(v^2) to a scalar
- * output (an MSE loss). The builder writes opset 17, and the importer takes
- * GroupNormalization (18), Mish (18) and Swish (24) at it; Pad's axes input and
- * the other Reduce*'s axes input (opset 18) are not among the forms. */
+ * output (an MSE loss). Then Tan .. Atanh; RMSNormalization (rows of 6 and
+ * 72); NegativeLogLikelihoodLoss (mean with weights and ignore_index, sum,
+ * none); GatherND (batch_dims 0 and 1), ScatterND (add, none); RotaryEmbedding
+ * (4-D interleaved with position_ids and a partial rotary dim, 3-D); Attention
+ * (4-D grouped-query, causal, softcap, scale, additive mask parameter,
+ * nonpad_kv_seqlen; 3-D with a past cache and a short bool mask; present_key,
+ * present_value and qk_matmul_output), all but GatherND's batch_dims form and
+ * the last Attention reading x * p so their gradients run (RMSNormalizationGrad,
+ * NegativeLogLikelihoodGrad, ScatterND / GatherND, RotaryEmbedding with -sin,
+ * AttentionGrad with dMask). The builder writes opset 17, and the importer takes
+ * GroupNormalization (18), Mish (18), Swish (24), RMSNormalization, Attention
+ * and RotaryEmbedding (23) at it; Pad's axes input and the other Reduce*'s axes
+ * input (opset 18) are not among the forms. */
 static void write_op_forms(const char *path)
 {
     mp_ob *b = mp_ob_new("main_graph");
@@ -492,6 +503,114 @@ static void write_op_forms(const char *path)
         mp_ob_attr_str(b, n, "reduction", k ? "none" : "mul");
         add_scaled(b, &acc, n->output[0], 0.1f);
     }
+    /* the inverse and hyperbolic trigonometric functions (their gradients are Sqrt, Div, Mul ...), the
+     * inverse ones of 0.9 tanh(x10) (Acosh: of 1.5 + 0.4 tanh(x10)) to stay inside their domains */
+    const char *t9 = OP(b, "Mul", OP(b, "Tanh", x10), mp_ob_const_f32(b, 0.9f));
+    const char *trig_in[9] = {x10, x10, x10, t9, t9, x10, x10, OP(b, "Add", OP(b, "Mul", OP(b, "Tanh", x10), mp_ob_const_f32(b, 0.4f)), mp_ob_const_f32(b, 1.5f)), t9};
+    static const char *const trig[9] = {"Tan", "Sinh", "Cosh", "Asin", "Acos", "Atan", "Asinh", "Acosh", "Atanh"};
+    for (int k = 0; k < 9; k++) add_scaled(b, &acc, OP(b, trig[k], trig_in[k]), 0.3f);
+    /* RMSNormalization over the last axis (a scale of 6) and over axes 1.. (rows of 72: a block per row on
+     * the GPU), epsilon other than its default; their gradients RMSNormalizationGrad */
+    n = NODE(b, "RMSNormalization", xn, mp_ob_param_uniform(b, "rms_s", 1, (int64_t[]){6}, 1.0f));
+    add_scaled(b, &acc, n->output[0], 0.3f);
+    n = NODE(b, "RMSNormalization", xn, mp_ob_param_uniform(b, "rms72_s", 3, (int64_t[]){2, 6, 6}, 1.0f));
+    mp_ob_attr_int(b, n, "axis", 1);
+    mp_ob_attr_float(b, n, "epsilon", 1e-2f);
+    add_scaled(b, &acc, n->output[0], 0.3f);
+    /* NegativeLogLikelihoodLoss of a LogSoftmax over 6 classes ([2, 6, 12]), targets with an ignored one:
+     * mean with class weights (of x alone: no gradient for them), sum without, none with; gradients
+     * NegativeLogLikelihoodGrad */
+    n = NODE(b, "LogSoftmax", OP(b, "Reshape", x10, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 6, 12})));
+    mp_ob_attr_int(b, n, "axis", 1);
+    const char *lsm = n->output[0];
+    n = NODE(b, "Concat", mp_ob_const_i64(b, 1, 12, (int64_t[]){0, 5, 2, 2, 4, 1, 3, 5, 0, 4, 2, 1}),
+             mp_ob_const_i64(b, 1, 12, (int64_t[]){5, 5, 3, 0, 1, 4, 2, 3, 3, 0, 1, 4})); /* (the builder's constants hold up to 16) */
+    mp_ob_attr_int(b, n, "axis", 0);
+    const char *tgt = OP(b, "Reshape", n->output[0], mp_ob_const_i64(b, 1, 2, (int64_t[]){2, 12}));
+    const char *xflat = OP(b, "Reshape", xs10, mp_ob_const_i64(b, 1, 1, (int64_t[]){-1}));
+    const char *cw = OP(b, "Add", OP(b, "Abs", OP(b, "Slice", xflat, mp_ob_const_i64(b, 1, 1, (int64_t[]){0}), mp_ob_const_i64(b, 1, 1, (int64_t[]){6}))),
+                        mp_ob_const_f32(b, 0.5f));
+    static const char *const nll_red[3] = {"mean", "sum", "none"};
+    for (int k = 0; k < 3; k++) {
+        n = k == 1 ? NODE(b, "NegativeLogLikelihoodLoss", lsm, tgt) : NODE(b, "NegativeLogLikelihoodLoss", lsm, tgt, cw);
+        mp_ob_attr_str(b, n, "reduction", nll_red[k]);
+        if (k != 1) mp_ob_attr_int(b, n, "ignore_index", k ? 4 : 5);
+        add_scaled(b, &acc, n->output[0], k == 1 ? 0.01f : 0.3f);
+    }
+    /* GatherND (rows of 2 indices into [2, 2, 6, 6], one negative, one repeated: its gradient's ScatterND
+     * adds two into one slice) times a parameter per position; GatherND with batch_dims 1 of 10 x (its
+     * gradient is not supported); ScatterND add and none of x10's first 108 values into x10 (gradients:
+     * GatherND of dY, ScatterND of zeros over dY) */
+    const char *nd_idx = OP(b, "Reshape", mp_ob_const_i64(b, 1, 6, (int64_t[]){0, 1, 1, -1, 0, 1}), mp_ob_const_i64(b, 1, 2, (int64_t[]){3, 2}));
+    add_scaled(b, &acc, OP(b, "Mul", OP(b, "GatherND", x10, nd_idx), mp_ob_param_uniform(b, "wgnd", 3, (int64_t[]){3, 6, 6}, 1.0f)), 0.3f);
+    n = NODE(b, "GatherND", xs10, OP(b, "Reshape", mp_ob_const_i64(b, 1, 12, (int64_t[]){1, 5, 0, -1, 1, 2, 0, 4, 1, 0, -2, 3}),
+                                          mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 3, 2})));
+    mp_ob_attr_int(b, n, "batch_dims", 1);
+    add_scaled(b, &acc, n->output[0], 0.1f);
+    const char *x10flat = OP(b, "Reshape", x10, mp_ob_const_i64(b, 1, 1, (int64_t[]){-1}));
+    const char *upd = OP(b, "Reshape", OP(b, "Slice", x10flat, mp_ob_const_i64(b, 1, 1, (int64_t[]){0}), mp_ob_const_i64(b, 1, 1, (int64_t[]){108})),
+                         mp_ob_const_i64(b, 1, 3, (int64_t[]){3, 6, 6}));
+    for (int k = 0; k < 2; k++) {
+        n = NODE(b, "ScatterND", OP(b, "Mul", x10, mp_ob_const_f32(b, 0.5f)), nd_idx, upd);
+        mp_ob_attr_str(b, n, "reduction", k ? "none" : "add");
+        add_scaled(b, &acc, OP(b, "Mul", n->output[0], wpos), 0.3f);
+    }
+    /* RotaryEmbedding: 4-D with position_ids into a cache of 8 positions, interleaved, rotary_embedding_dim
+     * 4 of 6; 3-D (2 heads) with caches [B, S, 3]; caches of 10 x alone (no gradient for them). Their
+     * gradients are RotaryEmbeddings with the sin cache negated */
+    const char *ang8 = OP(b, "Reshape", OP(b, "Slice", xflat, mp_ob_const_i64(b, 1, 1, (int64_t[]){10}), mp_ob_const_i64(b, 1, 1, (int64_t[]){26})),
+                          mp_ob_const_i64(b, 1, 2, (int64_t[]){8, 2}));
+    const char *pos = OP(b, "Reshape", mp_ob_const_i64(b, 1, 12, (int64_t[]){0, 3, 7, 1, 1, 5, 6, 2, 0, 4, 7, 3}), mp_ob_const_i64(b, 1, 2, (int64_t[]){2, 6}));
+    n = NODE(b, "RotaryEmbedding", x10, OP(b, "Cos", ang8), OP(b, "Sin", ang8), pos);
+    mp_ob_attr_int(b, n, "interleaved", 1);
+    mp_ob_attr_int(b, n, "rotary_embedding_dim", 4);
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], wpos), 3.0f);
+    const char *ang36 = OP(b, "Reshape", OP(b, "Slice", xflat, mp_ob_const_i64(b, 1, 1, (int64_t[]){40}), mp_ob_const_i64(b, 1, 1, (int64_t[]){76})),
+                           mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 6, 3}));
+    const char *x3d = OP(b, "Reshape", x10, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 6, 12}));
+    n = NODE(b, "RotaryEmbedding", x3d, OP(b, "Cos", ang36), OP(b, "Sin", ang36));
+    mp_ob_attr_int(b, n, "num_heads", 2);
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "wrot", 1, (int64_t[]){12}, 1.0f)), 1.0f);
+    /* Attention, 4-D: two query heads on one kv head, causal, softcap, a scale, an additive mask parameter
+     * [6, 6] (its gradient: dMask summed to its shape) and nonpad_kv_seqlen {6, 4} (rows of batch 1
+     * fully masked by the causal frontier); 3-D: a past cache of 2 (of 10 x), a bool mask [2, 1, 6, 7]
+     * (shorter than the 8 keys), default scale. Gradients AttentionGrad (dQ, dK, dV, dMask); with 10 x alone
+     * (no gradient), present_key, present_value and the softmax as qk_matmul_output */
+    const char *kq = OP(b, "Mul", OP(b, "Slice", x10, mp_ob_const_i64(b, 1, 1, (int64_t[]){0}), mp_ob_const_i64(b, 1, 1, (int64_t[]){1}),
+                                     mp_ob_const_i64(b, 1, 1, (int64_t[]){1})),
+                        mp_ob_param_uniform(b, "wk", 2, (int64_t[]){6, 6}, 1.0f));
+    const char *vq = OP(b, "Mul", OP(b, "Slice", x10, mp_ob_const_i64(b, 1, 1, (int64_t[]){1}), mp_ob_const_i64(b, 1, 1, (int64_t[]){2}),
+                                     mp_ob_const_i64(b, 1, 1, (int64_t[]){1})),
+                        mp_ob_param_uniform(b, "wv", 2, (int64_t[]){6, 6}, 1.0f));
+    const char *q5 = OP(b, "Mul", x10, mp_ob_const_f32(b, 5.0f));
+    n = mp_ob_node(b, "Attention", 1, 7, (const char *[]){q5, kq, vq,
+                                                        mp_ob_param_uniform(b, "amask", 2, (int64_t[]){6, 6}, 1.0f),
+                                                        "", "", mp_ob_const_i64(b, 1, 2, (int64_t[]){6, 4})});
+    mp_ob_attr_int(b, n, "is_causal", 1);
+    mp_ob_attr_float(b, n, "softcap", 2.0f);
+    mp_ob_attr_float(b, n, "scale", 0.8f);
+    const char *watt4 = mp_ob_param_uniform(b, "watt4", 4, (int64_t[]){2, 2, 6, 6}, 1.0f);
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], watt4), 20.0f);
+    const char *past = OP(b, "Reshape", OP(b, "Slice", xflat, mp_ob_const_i64(b, 1, 1, (int64_t[]){20}), mp_ob_const_i64(b, 1, 1, (int64_t[]){44})),
+                          mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 1, 2, 6}));
+    const char *bmask = OP(b, "Greater", OP(b, "Reshape", OP(b, "Slice", xflat, mp_ob_const_i64(b, 1, 1, (int64_t[]){50}), mp_ob_const_i64(b, 1, 1, (int64_t[]){134})),
+                                            mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 1, 6, 7})),
+                           mp_ob_const_f32(b, -0.3f));
+    const char *k3 = OP(b, "Reshape", kq, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 6, 6})), *v3 = OP(b, "Reshape", vq, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 6, 6}));
+    n = mp_ob_node(b, "Attention", 1, 6, (const char *[]){OP(b, "Reshape", q5, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 6, 12})), k3, v3, bmask, past,
+                                                        OP(b, "Neg", past)});
+    mp_ob_attr_int(b, n, "q_num_heads", 2);
+    mp_ob_attr_int(b, n, "kv_num_heads", 1);
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], OP(b, "Reshape", watt4, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 6, 12}))), 20.0f);
+    const char *xs3d = OP(b, "Reshape", xs10, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 6, 12}));
+    const char *past2 = OP(b, "Reshape", OP(b, "Slice", xflat, mp_ob_const_i64(b, 1, 1, (int64_t[]){20}), mp_ob_const_i64(b, 1, 1, (int64_t[]){68})),
+                           mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 2, 2, 6}));
+    n = mp_ob_node(b, "Attention", 4, 6, (const char *[]){xs3d, OP(b, "Mul", xs3d, mp_ob_const_f32(b, 0.5f)), OP(b, "Neg", xs3d), bmask, past2,
+                                                        OP(b, "Neg", past2)});
+    mp_ob_attr_int(b, n, "q_num_heads", 2);
+    mp_ob_attr_int(b, n, "kv_num_heads", 2);
+    mp_ob_attr_int(b, n, "qk_matmul_output_mode", 3);
+    for (int k = 0; k < 4; k++) add_scaled(b, &acc, n->output[k], 0.3f);
     mp_ob_output(b, acc, "total", MP_FLOAT, 0, NULL);
     mp_err err = {0};
     ck_assert_msg(mp_ob_write(b, path, &err) > 0, "%s: %s", path, err.msg);
@@ -505,7 +624,7 @@ START_TEST(op_forms_match_cpu)
     snprintf(out, sizeof out, "%s/forms", dir);
     write_op_forms(path);
     const model m = {path, {"--optimizer", "sgd"}, 1}; /* SGD: a gradient's scale shows */
-    check_on_host(&m, out, "Reduce*/Resize/ConvTranspose/Pad/Einsum/activation/normalization/CumSum/permutation forms", FORMS_RTOL);
+    check_on_host(&m, out, "Reduce*/Resize/ConvTranspose/Pad/Einsum/activation/normalization/CumSum/permutation/ND/attention forms", FORMS_RTOL);
 }
 END_TEST
 

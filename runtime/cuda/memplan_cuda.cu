@@ -176,6 +176,10 @@ static void init_launchers(void)
     launchers[MP_CU_CUMSUM] = launch<k_cumsum>;
     launchers[MP_CU_GATHER_ELEMENTS] = launch<k_gather_elements>;
     launchers[MP_CU_SCATTER_ELEMENTS] = launch<k_scatter_elements>;
+    launchers[MP_CU_GATHER_ND] = launch<k_gather_nd>;
+    launchers[MP_CU_SCATTER_ND] = launch<k_scatter_nd>;
+    launchers[MP_CU_ROTARY] = launch<k_rotary>;
+    launchers[MP_CU_ATTENTION] = launch<k_attention>;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */

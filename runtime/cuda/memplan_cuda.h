@@ -26,8 +26,8 @@ enum {
     MP_CU_REDUCE,       /* out[j] = f[0] * sum_k in[A(j) + B(k)] / f[1]    (p: views A, B, then the mode: sum, max, ...) */
     MP_CU_GEMM,         /* cuBLAS strided batched; see mp_cu_gemm below */
     MP_CU_SOFTMAX,      /* a thread per (outer, inner) row; p[3]: 0 softmax, 1 log-softmax, 2 softmax's gradient, 3 log-softmax's */
-    MP_CU_SCE_LOSS,     /* log_softmax over C, then -mean/sum of the label's entries (one thread sums) */
-    MP_CU_SCE_GRAD,     /* (dLoss, log_prob, labels) -> dScores */
+    MP_CU_SCE_LOSS,     /* -mean/sum/none of the label's log_prob entries (weighted; one thread sums): SCE, NLL */
+    MP_CU_SCE_GRAD,     /* (dLoss, log_prob, labels[, weights]) -> dScores (SCE), dX (NLL) */
     MP_CU_LN_ROWS,      /* LayerNorm forward (p[2] 0) or dX (p[2] 1), a thread per row (Group/InstanceNorm: a row per (n, group)) */
     MP_CU_LN_COLS,      /* LayerNorm dScale, dBias, a thread per normalized element (Group/InstanceNorm: per scale entry) */
     MP_CU_BN_STATS,     /* BatchNorm per channel: batch mean/var, running stats, grad sums */
@@ -51,6 +51,10 @@ enum {
     MP_CU_CUMSUM,       /* a thread per line along the axis: the running sum in the CPU's order (exclusive, reverse) */
     MP_CU_GATHER_ELEMENTS, /* out[i] = data[i with the axis index replaced by idx[i]] (any dtype) */
     MP_CU_SCATTER_ELEMENTS, /* a thread per output element: data, then the updates whose index hits it, in order */
+    MP_CU_GATHER_ND,    /* out[i] = data[the row of indices of i's slice, then i's place in the slice] (any dtype) */
+    MP_CU_SCATTER_ND,   /* a thread per output element: data, then the update rows whose index hits it, in order */
+    MP_CU_ROTARY,       /* RotaryEmbedding: a thread per rotated pair or passed-through element */
+    MP_CU_ATTENTION,    /* Attention and its gradient in kinds: a row's statistics, then a thread per output element */
     MP_CU_OP_COUNT
 };
 
@@ -60,6 +64,7 @@ enum {
     MP_FN_SIGMOID, MP_FN_ERF, MP_FN_GELU, MP_FN_GELU_TANH, MP_FN_HARD_SIGMOID, MP_FN_HARD_SWISH, MP_FN_SCALE,
     MP_FN_LEAKY_RELU, MP_FN_CLIP, MP_FN_SIN, MP_FN_COS, MP_FN_SIGN, MP_FN_FLOOR, MP_FN_CEIL, MP_FN_ROUND,
     MP_FN_SOFTPLUS, MP_FN_SOFTSIGN, MP_FN_ELU, MP_FN_SELU, MP_FN_CELU, MP_FN_THRESHOLDED_RELU, MP_FN_MISH, MP_FN_SWISH,
+    MP_FN_TAN, MP_FN_SINH, MP_FN_COSH, MP_FN_ASIN, MP_FN_ACOS, MP_FN_ATAN, MP_FN_ASINH, MP_FN_ACOSH, MP_FN_ATANH,
     /* two operands */
     MP_FN_ADD, MP_FN_SUB, MP_FN_MUL, MP_FN_DIV, MP_FN_IDIV, MP_FN_POW, MP_FN_MAX, MP_FN_MIN, MP_FN_EQUAL,
     MP_FN_LESS, MP_FN_GREATER, MP_FN_AND, MP_FN_OR,
@@ -77,7 +82,7 @@ enum { MP_CU_OPT_ADAM = 0, MP_CU_OPT_SGD, MP_CU_OPT_MOMENTUM };
 enum { MP_CU_F32 = 0, MP_CU_I64, MP_CU_BOOL, MP_CU_I32, MP_CU_F64, MP_CU_DTYPE_COUNT };
 
 #define MP_CU_MAX_RANK 8
-#define MP_CU_NT 8      /* tensor operands of one instruction */
+#define MP_CU_NT 12     /* tensor operands of one instruction (Attention's gradient takes 10) */
 #define MP_CU_NP 64     /* integer parameters */
 #define MP_CU_NF 8      /* float parameters */
 #define MP_CU_WS (-2)   /* an operand that is the runtime's workspace, not a tensor */

@@ -145,6 +145,15 @@ MP_HD double mp_cu_fn(int fn, double u, double v, double w, const double *f)
     case MP_FN_THRESHOLDED_RELU: return u > f[0] ? u : 0;
     case MP_FN_MISH: return u * tanh(mp_cu_softplus(u));
     case MP_FN_SWISH: return u * mp_cu_sigmoid(f[0] * u);
+    case MP_FN_TAN: return tan(u);
+    case MP_FN_SINH: return sinh(u);
+    case MP_FN_COSH: return cosh(u);
+    case MP_FN_ASIN: return asin(u);
+    case MP_FN_ACOS: return acos(u);
+    case MP_FN_ATAN: return atan(u);
+    case MP_FN_ASINH: return asinh(u);
+    case MP_FN_ACOSH: return acosh(u);
+    case MP_FN_ATANH: return atanh(u);
     case MP_FN_ADD: return u + v;
     case MP_FN_SUB: return u - v;
     case MP_FN_MUL: return u * v;
@@ -353,28 +362,36 @@ MP_HD void k_softmax(const mp_cu_args *a, int64_t r)
 
 /* ---- SoftmaxCrossEntropy ------------------------------------------------------------ */
 
-enum { SCE_N = 0, SCE_C, SCE_D, SCE_MEAN, SCE_HAS_IGNORE, SCE_IGNORE, SCE_PHASE };
+/* p: N, C, D (the scores or log_prob are [N, C, D..]), mean, ignore_index, the phase (SCE_GRAD), then
+ * SCE_NONE (reduction none: a loss per item) and SCE_NLL (NegativeLogLikelihoodLoss / Grad: the input is
+ * the log-probability itself, its gradient -w dLoss / norm at the target). Class weights, where given,
+ * weigh each item by w[label] (runtime/cpu_norm.c run_nll, cpu_grad.c xent_grad). */
+enum { SCE_N = 0, SCE_C, SCE_D, SCE_MEAN, SCE_HAS_IGNORE, SCE_IGNORE, SCE_PHASE, SCE_NONE, SCE_NLL };
 
 MP_HD int mp_cu_sce_skip(const int64_t *p, int64_t l) { return p[SCE_HAS_IGNORE] && l == p[SCE_IGNORE]; }
 
-/* one thread: x0 log_prob, x1 labels -> x2 loss */
+/* x0 log_prob, x1 labels (, x3 weights) -> x2 loss: one thread sums over the items in the CPU's order
+ * (item i: -log_prob[label] w[label], 0 when ignored), the mean over the weight sum; reduction none:
+ * a thread per item. A label out of range (the CPU fails) gives nothing. */
 MP_HD void k_sce_loss(const mp_cu_args *a, int64_t i)
 {
-    (void)i;
     const int64_t *p = a->p;
     int64_t C = p[SCE_C], D = p[SCE_D];
     double total = 0, wsum = 0;
-    for (int64_t it = 0; it < p[SCE_N] * D; it++) {
+    for (int64_t it = p[SCE_NONE] ? i : 0; it < (p[SCE_NONE] ? i + 1 : p[SCE_N] * D); it++) {
         int64_t l = mp_cu_ldi(a->x[1], a->dt[1], it), n = it / D, d = it % D;
         if (mp_cu_sce_skip(p, l) || l < 0 || l >= C) continue;
-        total -= mp_cu_ld(a->x[0], a->dt[0], (n * C + l) * D + d);
-        wsum += 1;
+        double wt = a->x[3] ? mp_cu_ld(a->x[3], a->dt[3], l) : 1;
+        total += -mp_cu_ld(a->x[0], a->dt[0], (n * C + l) * D + d) * wt;
+        wsum += wt;
     }
-    mp_cu_st(a->x[2], a->dt[2], 0, p[SCE_MEAN] ? total / wsum : total);
+    if (p[SCE_NONE]) mp_cu_st(a->x[2], a->dt[2], i, total);
+    else mp_cu_st(a->x[2], a->dt[2], 0, p[SCE_MEAN] ? total / wsum : total);
 }
 
-/* phase 0 (one thread): the normalizer into x4 (workspace, double); phase 1:
- * x0 dLoss, x1 log_prob, x2 labels -> x3 dScores, an element per thread */
+/* phase 0 (one thread): the normalizer (the weight sum for mean, else 1) into x4 (workspace, double);
+ * phase 1: x0 dLoss, x1 log_prob (SCE; NLL: read for nothing), x2 labels (, x5 weights) -> x3, an
+ * element per thread */
 MP_HD void k_sce_grad(const mp_cu_args *a, int64_t i)
 {
     const int64_t *p = a->p;
@@ -382,13 +399,19 @@ MP_HD void k_sce_grad(const mp_cu_args *a, int64_t i)
     double *norm = (double *)a->x[4];
     if (p[SCE_PHASE] == 0) {
         double s = 0;
-        for (int64_t it = 0; it < p[SCE_N] * D; it++) s += !mp_cu_sce_skip(p, mp_cu_ldi(a->x[2], a->dt[2], it));
+        for (int64_t it = 0; it < p[SCE_N] * D; it++) {
+            int64_t l = mp_cu_ldi(a->x[2], a->dt[2], it);
+            if (mp_cu_sce_skip(p, l)) continue;
+            s += a->x[5] ? (l < 0 || l >= C ? 0 : mp_cu_ld(a->x[5], a->dt[5], l)) : 1.0;
+        }
         *norm = !p[SCE_MEAN] || s == 0 ? 1 : s;
         return;
     }
-    int64_t d = i % D, c = (i / D) % C, nn = i / (C * D), l = mp_cu_ldi(a->x[2], a->dt[2], nn * D + d);
-    double s = mp_cu_sce_skip(p, l) ? 0 : mp_cu_ld(a->x[0], a->dt[0], 0) / *norm;
-    mp_cu_st(a->x[3], a->dt[3], i, s * (exp(mp_cu_ld(a->x[1], a->dt[1], i)) - (c == l ? 1.0 : 0.0)));
+    int64_t d = i % D, c = (i / D) % C, nn = i / (C * D), item = nn * D + d, l = mp_cu_ldi(a->x[2], a->dt[2], item);
+    double w = a->x[5] && l >= 0 && l < C ? mp_cu_ld(a->x[5], a->dt[5], l) : 1.0;
+    double s = mp_cu_sce_skip(p, l) ? 0 : w * mp_cu_ld(a->x[0], a->dt[0], p[SCE_NONE] ? item : 0) / *norm;
+    double e = p[SCE_NLL] ? 0 : exp(mp_cu_ld(a->x[1], a->dt[1], i));
+    mp_cu_st(a->x[3], a->dt[3], i, s * (e - (c == l ? 1.0 : 0.0)));
 }
 
 /* ---- LayerNormalization over rows of p[1] elements (Group/InstanceNormalization too) ------------- */
@@ -399,9 +422,10 @@ MP_HD void k_sce_grad(const mp_cu_args *a, int64_t i)
  * n); G 0 (LayerNormalization): entry j. LN_INST: InstanceNormalization's forward, whose CPU kernel
  * scales by scale / sqrt(var + eps), not by 1 / sqrt(var + eps) then scale.
  * mode 0: X x0, scale x1, bias x2 -> Y x3 (mean x4, inv std x5 if asked);
- * mode 1: dY x0, X x1, scale x2 -> dX x3, and (mean, rstd) per row into x4 (workspace). f0 epsilon. */
+ * mode 1: dY x0, X x1, scale x2 -> dX x3, and (mean, rstd) per row into x4 (workspace). f0 epsilon.
+ * LN_RMS: RMSNormalization and its gradient (no mean: the mean's sums are 0, and no mean term m1). */
 enum { LN_SUM_X = 0, LN_SUM_DEV2, LN_SUM_DXH, LN_SUM_DXH_XH };
-enum { LN_ROWS_N = 0, LN_N, LN_MODE, LN_G, LN_SA, LN_SD, LN_INST };
+enum { LN_ROWS_N = 0, LN_N, LN_MODE, LN_G, LN_SA, LN_SD, LN_INST, LN_RMS };
 
 /* Row r's element j's scale (and bias) entry. */
 MP_HD int64_t mp_cu_ln_si(const mp_cu_args *a, int64_t r, int64_t j)
@@ -415,6 +439,7 @@ MP_HD double mp_cu_ln_part(const mp_cu_args *a, int64_t r, int what, double mu, 
     int64_t n = a->p[1], b = r * n;
     const float *x = (const float *)a->x[a->p[2] ? 1 : 0], *dy = (const float *)a->x[0], *sc = (const float *)a->x[2];
     double s = 0;
+    if (a->p[LN_RMS] && (what == LN_SUM_X || what == LN_SUM_DXH)) return 0; /* no mean, no mean term */
     for (int64_t j = t; j < n; j += step) {
         double d = x[b + j] - mu;
         if (what == LN_SUM_X) s += x[b + j];
@@ -1372,6 +1397,257 @@ MP_HD void k_scatter_elements(const mp_cu_args *a, int64_t i)
         acc = mp_cu_round_to(a->dt[3], acc);
     }
     mp_cu_st(a->x[3], a->dt[3], i, acc);
+}
+
+/* ---- GatherND, ScatterND (runtime/cpu_tensor.c) ---------------------------------------------------- */
+
+/* p: the data's rank r, the index depth q, batch_dims, the red(uction), the slice size (the data's
+ * elements after dim batch_dims + q), the index rows per batch, then the data's dims[r] and strides[r].
+ * Data, indices, updates and output are contiguous; a negative index counts from the end, one out of
+ * range (the CPU fails) reads index 0 (GatherND) or hits nothing (ScatterND). */
+enum { GN_RANK = 0, GN_Q, GN_BATCH, GN_RED, GN_SLICE, GN_PER, GN_DIMS };
+
+/* Element offset in the data of index row `row` (batch bi), -1 when an index is out of range. */
+MP_HD int64_t mp_cu_nd_row(const mp_cu_args *a, int64_t bi, int64_t row, int clamp)
+{
+    const int64_t *p = a->p, *dd = p + GN_DIMS, *xs = dd + p[GN_RANK];
+    int64_t b = p[GN_BATCH], q = p[GN_Q], src = b ? bi * xs[b - 1] : 0;
+    for (int64_t t = 0; t < q; t++) {
+        int64_t v = mp_cu_ldi(a->x[1], a->dt[1], row * q + t), d = dd[b + t];
+        if (v < 0) v += d;
+        if (v < 0 || v >= d) {
+            if (!clamp) return -1;
+            v = 0;
+        }
+        src += v * xs[b + t];
+    }
+    return src;
+}
+
+/* data x0, indices x1 -> out x2 (any dtype), a thread per output element: (batch, index row, place
+ * in the slice), as the CPU's row-by-row copies. */
+MP_HD void k_gather_nd(const mp_cu_args *a, int64_t i)
+{
+    int64_t slice = a->p[GN_SLICE], row = i / slice, src = mp_cu_nd_row(a, row / a->p[GN_PER], row, 1) + i % slice;
+    switch (mp_cu_esize(a->dt[0])) {
+    case 1: ((unsigned char *)a->x[2])[i] = ((const unsigned char *)a->x[0])[src]; break;
+    case 4: ((uint32_t *)a->x[2])[i] = ((const uint32_t *)a->x[0])[src]; break;
+    default: ((uint64_t *)a->x[2])[i] = ((const uint64_t *)a->x[0])[src]; break;
+    }
+}
+
+/* batch_dims 0. data x0, indices x1, updates x2 -> out x3 (float32 / float64; may be data's bytes), a
+ * thread per output element: the data element, then the update rows whose index hits its slice, in the
+ * CPU's order (ascending rows), each step rounded to the output's dtype as the CPU's stores round it.
+ * A gather, so no atomics; each thread scans every index row. */
+MP_HD void k_scatter_nd(const mp_cu_args *a, int64_t i)
+{
+    int64_t slice = a->p[GN_SLICE], rows = a->p[GN_PER], e = i % slice, at = i - e;
+    int red = (int)a->p[GN_RED];
+    double acc = mp_cu_ld(a->x[0], a->dt[0], i);
+    for (int64_t j = 0; j < rows; j++) {
+        if (mp_cu_nd_row(a, 0, j, 0) != at) continue;
+        double u = mp_cu_ld(a->x[2], a->dt[2], j * slice + e);
+        acc = red == SE_ADD ? acc + u : red == SE_MUL ? acc * u : red == SE_MAX ? (acc > u ? acc : u)
+            : red == SE_MIN ? (acc < u ? acc : u) : u;
+        acc = mp_cu_round_to(a->dt[3], acc);
+    }
+    mp_cu_st(a->x[3], a->dt[3], i, acc);
+}
+
+/* ---- RotaryEmbedding (runtime/cpu_misc.c mp_cpu_RotaryEmbedding) ---------------------------------- */
+
+/* p: B, H, S, D (head size), R (rotary_embedding_dim), interleaved, flat (3-D [B, S, H D]), the
+ * positions in the caches (position_ids given: the caches are [positions, R / 2], else [B, S, R / 2]).
+ * X x0, cos x1, sin x2, position_ids x3 -> Y x4 (may be X's bytes), a thread per (b, h, s, k): k < R / 2
+ * the pair k (rotated), else element R + k - R / 2 (passed through), so each thread reads only what it
+ * writes. */
+enum { RO_B = 0, RO_H, RO_S, RO_D, RO_R, RO_INTER, RO_FLAT, RO_NPOS };
+
+MP_HD void k_rotary(const mp_cu_args *a, int64_t t)
+{
+    const int64_t *p = a->p;
+    int64_t H = p[RO_H], S = p[RO_S], D = p[RO_D], half = p[RO_R] / 2, per = half + D - p[RO_R];
+    int64_t k = t % per, s = (t / per) % S, h = (t / (per * S)) % H, b = t / (per * S * H);
+    int64_t base = p[RO_FLAT] ? (b * S + s) * H * D + h * D : ((b * H + h) * S + s) * D;
+    if (k >= half) {
+        int64_t at = base + p[RO_R] + k - half;
+        mp_cu_st(a->x[4], a->dt[4], at, mp_cu_ld(a->x[0], a->dt[0], at));
+        return;
+    }
+    int64_t row = (b * S + s) * half;
+    if (a->x[3]) {
+        int64_t pos = mp_cu_ldi(a->x[3], a->dt[3], b * S + s);
+        row = (pos < 0 || pos >= p[RO_NPOS] ? 0 : pos) * half; /* out of range: the CPU fails */
+    }
+    int64_t i1 = base + (p[RO_INTER] ? 2 * k : k), i2 = base + (p[RO_INTER] ? 2 * k + 1 : k + half);
+    double c = mp_cu_ld(a->x[1], a->dt[1], row + k), sn = mp_cu_ld(a->x[2], a->dt[2], row + k);
+    double x1 = mp_cu_ld(a->x[0], a->dt[0], i1), x2 = mp_cu_ld(a->x[0], a->dt[0], i2);
+    mp_cu_st(a->x[4], a->dt[4], i1, c * x1 - sn * x2);
+    mp_cu_st(a->x[4], a->dt[4], i2, sn * x1 + c * x2);
+}
+
+/* ---- Attention and its gradient (runtime/cpu_attention.c) ----------------------------------------- */
+
+/* p: the kind, B, Hq, Hkv, Sq, D, Dv, P (past), T (P + the new keys), the views' 3-D flags (Q, K, V, Y or
+ * dY: [B, S, H D]), causal, qk_matmul_output_mode, whether a mask is given, its dims[4] and strides[4]
+ * broadcast to [B, Hq, Sq, T] (a last dim shorter than T masks the rest). f: scale, softcap.
+ * x0 Q, x1 K, x2 V, x3 attn_mask (bool or Q's dtype), x4 past_key, x5 past_value, x6 nonpad_kv_seqlen,
+ * x7 dY (the gradient), x8 the kind's output, x9 the workspace: per query row (b, h, i) its max, its sum
+ * of exp and (the gradient) dot(P, dP), as attn_row and mp_cpu_AttentionGrad compute them.
+ *   ATK_STATS   a thread per query row: the workspace's row
+ *   ATK_Y       a thread per Y element (b, h, i, d): sum_j p_j V[j, d] in j order
+ *   ATK_QK      a thread per qk_matmul_output element (b, h, i, j): capped, masked or p_j by the mode
+ *   ATK_DQ      a thread per dQ element: sum_j g_j K[j, d], g_j = scale p_j (dP_j - dot) (softcap factor)
+ *   ATK_DMASK   a thread per dMask element: p_j (dP_j - dot)
+ *   ATK_DK, ATK_DV  a thread per dK / dV element (b, kv head, s, d): the sum over the query heads sharing
+ *              the kv head, then the query rows, ascending (the CPU's order of additions into it) of
+ *              g_j Q[i, d] / p_j dY[i, d], each term recomputed from the row's statistics: no atomics.
+ * Every score is recomputed from Q and K (D terms), so ATK_Y costs T D per element and ATK_DK / ATK_DV
+ * (Hq / Hkv) Sq T (D + Dv) per element: correctness first. */
+enum { AT_KIND = 0, AT_B, AT_HQ, AT_HKV, AT_SQ, AT_D, AT_DV, AT_P, AT_T, AT_QFLAT, AT_KFLAT, AT_VFLAT, AT_YFLAT,
+       AT_CAUSAL, AT_MODE, AT_HAS_MASK, AT_MDIMS, AT_MSTR = AT_MDIMS + 4, AT_COUNT = AT_MSTR + 4 };
+enum { ATK_STATS = 0, ATK_Y, ATK_QK, ATK_DQ, ATK_DMASK, ATK_DK, ATK_DV };
+
+MP_HD int64_t mp_cu_at_view(int flat, int64_t H, int64_t S, int64_t D, int64_t b, int64_t h, int64_t s, int64_t d)
+{
+    return flat ? (b * S + s) * H * D + h * D + d : ((b * H + h) * S + s) * D + d;
+}
+
+/* Element (b, hk, j, d) of the present key (kv 0) or value (kv 1) cache: the past rows first. */
+MP_HD double mp_cu_at_kv(const mp_cu_args *a, int kv, int64_t b, int64_t hk, int64_t j, int64_t d)
+{
+    const int64_t *p = a->p;
+    int64_t P = p[AT_P], D = kv ? p[AT_DV] : p[AT_D];
+    if (j < P) return mp_cu_ld(a->x[4 + kv], a->dt[4 + kv], ((b * p[AT_HKV] + hk) * P + j) * D + d);
+    return mp_cu_ld(a->x[1 + kv], a->dt[1 + kv], mp_cu_at_view((int)p[AT_KFLAT + kv], p[AT_HKV], p[AT_T] - P, D, b, hk, j - P, d));
+}
+
+MP_HD int64_t mp_cu_at_yrow(const mp_cu_args *a, int64_t b, int64_t h, int64_t i)
+{
+    return mp_cu_at_view((int)a->p[AT_YFLAT], a->p[AT_HQ], a->p[AT_SQ], a->p[AT_DV], b, h, i, 0);
+}
+
+/* Score j of query row (b, h, i): returns the masked score, *capped the (softcapped) scaled Q.K^T. */
+MP_HD double mp_cu_at_score(const mp_cu_args *a, int64_t b, int64_t h, int64_t i, int64_t j, double *capped)
+{
+    const int64_t *p = a->p;
+    int64_t T = p[AT_T], P = p[AT_P], hk = h / (p[AT_HQ] / p[AT_HKV]);
+    int64_t valid = a->x[6] ? mp_cu_ldi(a->x[6], a->dt[6], b) : T;
+    int64_t offset = P > 0 || !a->x[6] ? P : valid - p[AT_SQ]; /* causal frontier: j <= i + offset */
+    double dot = 0;
+    for (int64_t d = 0; d < p[AT_D]; d++)
+        dot += mp_cu_ld(a->x[0], a->dt[0], mp_cu_at_view((int)p[AT_QFLAT], p[AT_HQ], p[AT_SQ], p[AT_D], b, h, i, d)) * mp_cu_at_kv(a, 0, b, hk, j, d);
+    double s = dot * a->f[0], bias = 0;
+    if (a->f[1] > 0) s = a->f[1] * tanh(s / a->f[1]);
+    *capped = s;
+    if (p[AT_HAS_MASK]) {
+        const int64_t *md = p + AT_MDIMS, *ms = p + AT_MSTR;
+        if (j >= md[3]) {
+            bias = -INFINITY;
+        } else {
+            int64_t ix[4] = {b, h, i, j}, at = 0;
+            for (int o = 0; o < 4; o++) at += (md[o] == 1 ? 0 : ix[o]) * ms[o];
+            double v = mp_cu_ld(a->x[3], a->dt[3], at);
+            bias = a->dt[3] == MP_CU_BOOL ? (v != 0 ? 0 : -INFINITY) : v;
+        }
+    }
+    if (p[AT_CAUSAL] && j > i + offset) bias = -INFINITY;
+    if (j >= valid) bias = -INFINITY;
+    return s + bias;
+}
+
+/* p_j of a row whose max and sum are m and sum (a fully masked row: zeros). */
+MP_HD double mp_cu_at_prob(double masked, double m, double sum)
+{
+    double e = m == -INFINITY ? 0 : exp(masked - m);
+    return sum > 0 ? e / sum : 0;
+}
+
+/* dP_j = dot(dY[row], V[j]). */
+MP_HD double mp_cu_at_dp(const mp_cu_args *a, int64_t b, int64_t h, int64_t i, int64_t j)
+{
+    int64_t yrow = mp_cu_at_yrow(a, b, h, i), hk = h / (a->p[AT_HQ] / a->p[AT_HKV]);
+    double dp = 0;
+    for (int64_t d = 0; d < a->p[AT_DV]; d++) dp += mp_cu_ld(a->x[7], a->dt[7], yrow + d) * mp_cu_at_kv(a, 1, b, hk, j, d);
+    return dp;
+}
+
+/* g_j of row (b, h, i) from its statistics st: p_j (dP_j - dot), and *gs that times the softcap's factor
+ * and the scale (what dQ and dK sum); *pj p_j. */
+MP_HD double mp_cu_at_g(const mp_cu_args *a, const double *st, int64_t b, int64_t h, int64_t i, int64_t j, double *gs, double *pj)
+{
+    double capped, pr = mp_cu_at_prob(mp_cu_at_score(a, b, h, i, j, &capped), st[0], st[1]);
+    double g = pr * (mp_cu_at_dp(a, b, h, i, j) - st[2]), g2 = g;
+    if (a->f[1] > 0) g2 *= 1 - (capped / a->f[1]) * (capped / a->f[1]);
+    *gs = g2 * a->f[0], *pj = pr;
+    return g;
+}
+
+MP_HD void k_attention(const mp_cu_args *a, int64_t t)
+{
+    const int64_t *p = a->p;
+    int64_t Hq = p[AT_HQ], Sq = p[AT_SQ], D = p[AT_D], Dv = p[AT_DV], T = p[AT_T], P = p[AT_P];
+    int64_t reps = Hq / p[AT_HKV], kind = p[AT_KIND];
+    double *ws = (double *)a->x[9], capped, gs, pj;
+    if (kind == ATK_STATS) {
+        int64_t i = t % Sq, h = (t / Sq) % Hq, b = t / (Sq * Hq);
+        double m = -INFINITY, sum = 0, dot = 0;
+        for (int64_t j = 0; j < T; j++) m = fmax(m, mp_cu_at_score(a, b, h, i, j, &capped));
+        for (int64_t j = 0; j < T; j++) {
+            double ms = mp_cu_at_score(a, b, h, i, j, &capped);
+            sum += m == -INFINITY ? 0 : exp(ms - m);
+        }
+        for (int64_t j = 0; a->x[7] && j < T; j++)
+            dot += mp_cu_at_prob(mp_cu_at_score(a, b, h, i, j, &capped), m, sum) * mp_cu_at_dp(a, b, h, i, j);
+        ws[3 * t] = m, ws[3 * t + 1] = sum, ws[3 * t + 2] = dot;
+        return;
+    }
+    if (kind == ATK_Y || kind == ATK_DQ) { /* t over (b, h, i, d) */
+        int64_t w = kind == ATK_Y ? Dv : D, d = t % w, i = (t / w) % Sq, h = (t / (w * Sq)) % Hq, b = t / (w * Sq * Hq);
+        const double *st = ws + 3 * ((b * Hq + h) * Sq + i);
+        double acc = 0;
+        for (int64_t j = 0; j < T; j++) {
+            if (kind == ATK_Y) {
+                acc += mp_cu_at_prob(mp_cu_at_score(a, b, h, i, j, &capped), st[0], st[1]) * mp_cu_at_kv(a, 1, b, h / reps, j, d);
+            } else {
+                mp_cu_at_g(a, st, b, h, i, j, &gs, &pj);
+                acc += gs * mp_cu_at_kv(a, 0, b, h / reps, j, d);
+            }
+        }
+        int64_t at = kind == ATK_Y ? mp_cu_at_yrow(a, b, h, i) + d : mp_cu_at_view((int)p[AT_QFLAT], Hq, Sq, D, b, h, i, d);
+        mp_cu_st(a->x[8], a->dt[8], at, acc);
+        return;
+    }
+    if (kind == ATK_QK || kind == ATK_DMASK) { /* t over (b, h, i, j) */
+        int64_t j = t % T, row = t / T, i = row % Sq, h = (row / Sq) % Hq, b = row / (Sq * Hq);
+        const double *st = ws + 3 * row;
+        double v;
+        if (kind == ATK_DMASK) {
+            v = mp_cu_at_g(a, st, b, h, i, j, &gs, &pj);
+        } else {
+            double ms = mp_cu_at_score(a, b, h, i, j, &capped);
+            v = p[AT_MODE] <= 1 ? capped : p[AT_MODE] == 2 ? ms : mp_cu_at_prob(ms, st[0], st[1]);
+        }
+        mp_cu_st(a->x[8], a->dt[8], t, v);
+        return;
+    }
+    /* ATK_DK, ATK_DV: t over (b, hk, s, d) of K's (V's) new rows */
+    int64_t w = kind == ATK_DK ? D : Dv, Sk = T - P, d = t % w, s = (t / w) % Sk, hk = (t / (w * Sk)) % p[AT_HKV];
+    int64_t b = t / (w * Sk * p[AT_HKV]), j = s + P;
+    double acc = 0;
+    for (int64_t h = hk * reps; h < (hk + 1) * reps; h++)
+        for (int64_t i = 0; i < Sq; i++) {
+            const double *st = ws + 3 * ((b * Hq + h) * Sq + i);
+            if (kind == ATK_DK) {
+                mp_cu_at_g(a, st, b, h, i, j, &gs, &pj);
+                acc += gs * mp_cu_ld(a->x[0], a->dt[0], mp_cu_at_view((int)p[AT_QFLAT], Hq, Sq, D, b, h, i, d));
+            } else {
+                pj = mp_cu_at_prob(mp_cu_at_score(a, b, h, i, j, &capped), st[0], st[1]);
+                acc += pj * mp_cu_ld(a->x[7], a->dt[7], mp_cu_at_yrow(a, b, h, i) + d);
+            }
+        }
+    mp_cu_st(a->x[8], a->dt[8], mp_cu_at_view((int)p[AT_KFLAT + (kind == ATK_DV)], p[AT_HKV], Sk, w, b, hk, s, d), acc);
 }
 
 /* ---- which launches the GPU runs as a block per output ------------------------------------- */
