@@ -1793,9 +1793,14 @@ static lower_fn find_lowering(const char *op)
     return NULL;
 }
 
-/* A node whose outputs are all folded (Shape, Range, a constant mask) becomes constants. */
-static bool folded(const cg *c, const mp_node *n)
+/* A node whose outputs are all folded (Shape, Range, a constant mask) becomes constants, unless it reads
+ * what changes from step to step (varies: parameters the update writes, buffers, data, and whatever is computed
+ * from them): the importer folds a small initializer's Reshape, but the parameter it reads is trained. */
+static bool folded(const cg *c, const mp_node *n, const bool *varies)
 {
+    bool shape_only = !strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size");
+    for (int k = 0; k < n->nin && !shape_only; k++)
+        if (n->in[k] >= 0 && varies[n->in[k]]) return false;
     for (int k = 0; k < n->nout; k++)
         if (n->out[k] >= 0 && (!V(c, n->out[k])->konst || !V(c, n->out[k])->konst->data)) return false;
     return n->nout > 0;
@@ -1917,7 +1922,25 @@ static void put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t
 
 /* Lowers every instruction; the first refusal, naming the op and the node, and
  * how many other op types have none. */
-static int lower_all(cg *c, const mp_schedule *s, mp_err *err)
+/* Which values change from step to step: data, parameters, buffers and optimizer state, and what is computed
+ * from them (Shape and Size read only the shape). The schedule is topological. varies[nvalues + 1]. */
+static void find_varying(const mp_graph *g, const mp_schedule *s, bool *varies)
+{
+    for (int32_t v = 0; v < g->nvalues; v++) {
+        mp_role r = g->values[v].role;
+        varies[v] = g->values[v].producer < 0 && (r == MP_ROLE_INPUT || r == MP_ROLE_PARAM || r == MP_ROLE_BUFFER ||
+                                                  r == MP_ROLE_OPT_STATE);
+    }
+    for (int32_t i = 0; i < s->n; i++) {
+        const mp_node *n = &g->nodes[s->order[i]];
+        bool shape_only = !strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size"), any = false;
+        for (int k = 0; k < n->nin && !shape_only; k++) any |= n->in[k] >= 0 && varies[n->in[k]];
+        for (int k = 0; k < n->nout; k++)
+            if (n->out[k] >= 0) varies[n->out[k]] |= any;
+    }
+}
+
+static int lower_nodes(cg *c, const mp_schedule *s, const bool *varies, mp_err *err)
 {
     const mp_graph *g = c->g;
     const char *first = NULL, *missing[64];
@@ -1938,7 +1961,7 @@ static int lower_all(cg *c, const mp_schedule *s, mp_err *err)
         for (int k = 0; k < n->nin; k++) in_ok &= n->in[k] < 0 || c->tix[n->in[k]] >= 0 || !V(c, n->in[k])->bytes;
         if (!any_out) continue; /* nothing it writes is kept */
         if (reserve(c, EMITS_PER_NODE)) return mp_fail(err, "out of memory");
-        lower_fn fn = folded(c, n) ? lower_constant : find_lowering(n->op_type);
+        lower_fn fn = folded(c, n, varies) ? lower_constant : find_lowering(n->op_type);
         const char *why = fn ? (in_ok || fn == lower_constant ? fn(c, n) : "an input outside the arena") : NULL;
         if (fn && !why) continue;
         if (!first) {
@@ -1962,6 +1985,16 @@ static int lower_all(cg *c, const mp_schedule *s, mp_err *err)
         snprintf(err->msg + len, sizeof err->msg - len, ")");
     }
     return -1;
+}
+
+static int lower_all(cg *c, const mp_schedule *s, mp_err *err)
+{
+    bool *varies = calloc((size_t)c->g->nvalues + 1, sizeof *varies);
+    if (!varies) return mp_fail(err, "out of memory");
+    find_varying(c->g, s, varies);
+    int rc = lower_nodes(c, s, varies, err);
+    free(varies);
+    return rc;
 }
 
 static int write_makefile(const char *dir, mp_err *err)
