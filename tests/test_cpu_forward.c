@@ -32,7 +32,7 @@
 #include "frontend/onnx.h"
 #include "ir/ops.h"
 #include "runtime/exec.h"
-#include "test_files.h" /* defines: read_file, exists */
+#include "test_files.h" /* defines: read_file, exists, read_pb */
 
 #define RTOL 1e-3
 #define ATOL 1e-7
@@ -313,19 +313,6 @@ static void check_dropout_and_reruns(void)
 
 /* ---- files --------------------------------------------------------------------- */
 
-
-static mp_tensor *read_pb(mp_arena *a, const char *path, mp_err *err)
-{
-    size_t n;
-    unsigned char *buf = read_file(path, &n);
-    if (!buf) {
-        mp_fail(err, "cannot read %s", path);
-        return NULL;
-    }
-    mp_tensor *t = mp_onnx_read_tensor(a, buf, n, true, err);
-    free(buf);
-    return t;
-}
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 

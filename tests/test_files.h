@@ -1,4 +1,4 @@
-/* test_files.h - whole-file reads for the suites that walk ../shared. */
+/* test_files.h - whole-file reads for the suites that walk ../shared (read_pb: include frontend/onnx.h first). */
 #ifndef MP_TEST_FILES_H
 #define MP_TEST_FILES_H
 
@@ -31,5 +31,21 @@ static bool exists(const char *path)
     struct stat st;
     return stat(path, &st) == 0;
 }
+
+#ifdef MP_ONNX_H
+/* A TensorProto file (a backend case's input_K.pb / output_K.pb), or NULL with err. */
+static inline mp_tensor *read_pb(mp_arena *a, const char *path, mp_err *err)
+{
+    size_t n;
+    unsigned char *buf = read_file(path, &n);
+    if (!buf) {
+        mp_fail(err, "cannot read %s", path);
+        return NULL;
+    }
+    mp_tensor *t = mp_onnx_read_tensor(a, buf, n, true, err);
+    free(buf);
+    return t;
+}
+#endif
 
 #endif

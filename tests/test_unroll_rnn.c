@@ -27,7 +27,7 @@
 #include "frontend/onnx.h"
 #include "passes/autodiff.h" /* mp_unroll_rnn */
 #include "runtime/exec.h"
-#include "test_files.h" /* defines: read_file, exists */
+#include "test_files.h" /* defines: read_file, exists, read_pb */
 
 /* The rows below leave trailing fields (activations, alpha, beta) zero. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -72,19 +72,6 @@ static double off(const mp_tensor *got, const mp_tensor *want, double rtol, doub
 }
 
 /* ---- 1. ONNX's backend cases ------------------------------------------------ */
-
-static mp_tensor *read_pb(mp_arena *a, const char *path, mp_err *err)
-{
-    size_t n;
-    unsigned char *buf = read_file(path, &n);
-    if (!buf) {
-        mp_fail(err, "cannot read %s", path);
-        return NULL;
-    }
-    mp_tensor *t = mp_onnx_read_tensor(a, buf, n, true, err);
-    free(buf);
-    return t;
-}
 
 /* 0 passed, -1 failed (err says why); *worst: the worst error against the tolerance. */
 static int backend_case(const char *dir, double *worst)
