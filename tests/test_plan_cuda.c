@@ -17,6 +17,8 @@
  *      CumSum, DepthToSpace/SpaceToDepth, Tile, Gather/ScatterElements, the
  *      trigonometric functions, RMSNormalization, NegativeLogLikelihoodLoss,
  *      GatherND/ScatterND, RotaryEmbedding and Attention no real model shows;
+ *      another, a parameter small enough that the importer folds its Reshape,
+ *      which must still train (not be baked into plan.cu);
  *   3. when nvcc is present, each plan.cu of step 1 compiles and links against
  *      the GPU runtime (compiled once: memplan_cuda.cu, mp_cu_cudnn.cu; cuBLAS,
  *      cuDNN), with every nvcc warning an error. */
@@ -628,6 +630,43 @@ START_TEST(op_forms_match_cpu)
 }
 END_TEST
 
+/* A float initializer of at most 64 elements holds its values, so the importer
+ * folds a Reshape of it as shape arithmetic; the parameter is still trained, so
+ * plan.cu must read it each step, not bake the file's values into the Reshape
+ * (a frozen copy gave the first step's loss three times). */
+static void write_folded_param(const char *path)
+{
+    mp_ob *b = mp_ob_new("main_graph");
+    const char *x = mp_ob_input(b, "input", MP_FLOAT, 2, (const char *[]){"batch", "6"}), *acc = NULL;
+    const char *w = OP(b, "Reshape", mp_ob_param_uniform(b, "p", 1, (int64_t[]){36}, 1.0f), mp_ob_const_i64(b, 1, 2, (int64_t[]){6, 6}));
+    /* 10 x: the synthetic data is small; so scaled, each SGD step moves the loss by ~1% (by 1e-6 unscaled) */
+    add_sq(b, &acc, OP(b, "MatMul", OP(b, "Mul", x, mp_ob_const_f32(b, 10.0f)), w));
+    mp_ob_output(b, acc, "total", MP_FLOAT, 0, NULL);
+    mp_err err = {0};
+    ck_assert_msg(mp_ob_write(b, path, &err) > 0, "%s: %s", path, err.msg);
+    mp_ob_free(b);
+}
+
+START_TEST(folded_param_trains)
+{
+    char path[128], out[128], f[160];
+    snprintf(path, sizeof path, "%s/folded_param.onnx", dir);
+    snprintf(out, sizeof out, "%s/folded", dir);
+    write_folded_param(path);
+    const model m = {path, {"--batch", "4", "--optimizer", "sgd"}, 1};
+    check_on_host(&m, out, "Reshape of a folded parameter", FORMS_RTOL);
+    snprintf(f, sizeof f, "%s/cpu.json", out);
+    char *cpu = slurp(f, NULL);
+    double cl[3];
+    ck_assert_int_eq(losses(cpu, cl, 3), 3);
+    /* each step must move the loss by far more than the tolerance, or a frozen copy would pass */
+    for (int s = 1; s < 3; s++)
+        ck_assert_msg(fabs(cl[s] - cl[s - 1]) > 100 * FORMS_RTOL * fabs(cl[s - 1]), "the CPU executor's losses barely change: %.9g %.9g %.9g",
+                      cl[0], cl[1], cl[2]);
+    free(cpu);
+}
+END_TEST
+
 /* Every model's step lowers; with nvcc, each plan.cu compiles and links
  * against the GPU runtime, compiled once (each plan.cu is only tables). */
 START_TEST(every_op_lowers)
@@ -682,6 +721,7 @@ static Suite *suite(void)
     tcase_add_test(tc, refusal_names_the_op);
     tcase_add_test(tc, host_runtime_matches_cpu);
     tcase_add_test(tc, op_forms_match_cpu);
+    tcase_add_test(tc, folded_param_trains);
     tcase_add_test(tc, every_op_lowers);
     suite_add_tcase(s, tc);
     return s;
