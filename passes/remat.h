@@ -57,7 +57,14 @@ typedef struct mp_rgraph {
     uint8_t *keep_to_end;   /* nvalues: graph outputs, live to the last step */
     uint8_t *pinned;        /* nvalues: never dropped (e.g. a buffer a later node overwrites in place) */
     int32_t *value_id;      /* nvalues: the IR value it stands for, -1 for graph-json */
+    int32_t *write_off, *write; /* CSR over values: the steps that overwrite each value in place, ascending
+                                 * (an optimizer update, a gradient written over its input); NULL: none */
 } mp_rgraph;
+
+/* The first step after `after` that overwrites v in place, nnodes when none.
+ * A node that read v at step `after` reads something else once that step has
+ * run, so it may run again only before it. */
+int32_t mp_rgraph_next_write(const mp_rgraph *rg, int32_t v, int32_t after);
 
 /* Value-less graph-json files (Checkmate, Moccasin): one value per node, of the node's output size. */
 int mp_rgraph_from_json(const char *path, mp_rgraph *rg, mp_err *err);

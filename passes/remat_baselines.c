@@ -208,6 +208,11 @@ static int checkpoint_order(const mp_rgraph *rg, bool sqrt_stride, mp_rsched *s,
                 if (!kept[w] && seg[rg->producer[w]] == j) mark[rg->producer[w]] = 1;
             }
         }
+        /* a segment that would read what an in-place write changed by then (an optimizer update) is kept */
+        for (int32_t u = seg_start[j]; u <= seg_end[j] && point[j] >= 0; u++)
+            for (int32_t k = rg->in_off[u]; seg[u] == j && mark[u] && k < rg->in_off[u + 1]; k++)
+                if (mp_rgraph_next_write(rg, rg->in[k], u) < point[j]) point[j] = -1;
+        if (point[j] < 0) continue;
         next[j] = head[point[j]];
         head[point[j]] = j;
     }
@@ -475,6 +480,17 @@ static int greedy_order(const mp_rgraph *rg, int64_t budget, bool lookahead, mp_
         }
         for (int32_t k = rg->in_off[u]; k < rg->in_off[u + 1]; k++)
             if (g.need[rg->in[k]] < m) g.need[rg->in[k]] = m;
+    }
+    /* a value whose producer reads what an in-place write (an optimizer update) changes before the value's
+     * last need could not be made again then: it is never evicted */
+    for (int32_t u = 0; u < rg->nnodes; u++) {
+        int32_t stale = rg->nnodes;
+        for (int32_t k = rg->in_off[u]; k < rg->in_off[u + 1]; k++) {
+            int32_t w = mp_rgraph_next_write(rg, rg->in[k], u);
+            if (w < stale) stale = w;
+        }
+        for (int32_t k = rg->out_off[u]; k < rg->out_off[u + 1]; k++)
+            if (stale <= g.need[rg->out[k]]) g.replay[rg->out[k]] = 0;
     }
     for (int32_t i = 0; i < rg->nnodes; i++)
         if ((g.step = i, g_step(&g, i))) goto done;

@@ -141,16 +141,24 @@ static int recount(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, int64_
     for (int32_t v = 0; v < rg->nvalues; v++)
         if (rg->producer[v] < 0 && add_bytes(&cur, rg->bytes[v], err)) goto done;
     c->peak_bytes = cur;
+    int32_t next = 0; /* the steps before it have run */
     for (int32_t e = 0; e < s->n; e++) {
         int32_t u = s->node[e];
+        bool again = s->recompute && s->recompute[e];
         for (int32_t k = io[u]; k < io[u + 1]; k++) {
-            int32_t v = rg->in[k];
+            int32_t v = rg->in[k], w;
             if (rg->producer[v] >= 0 && !alive[v]) { /* frees follow last uses: it never ran before e */
                 mp_fail(err, "remat order: entry %d (node '%s') reads value %d (output of '%s'), which is not computed "
                         "before it", e, node_label(rg, u), v, node_label(rg, rg->producer[v]));
                 goto done;
             }
+            if (again && (w = mp_rgraph_next_write(rg, v, u)) < next) { /* it would read what w wrote there */
+                mp_fail(err, "remat order: entry %d runs node '%s' again after node '%s' overwrote its input %d in "
+                        "place", e, node_label(rg, u), node_label(rg, w), v);
+                goto done;
+            }
         }
+        if (!again && u >= next) next = u + 1;
         for (int32_t k = oo[u]; k < oo[u + 1]; k++) {
             int32_t v = rg->out[k];
             if (alive[v]) cur -= rg->bytes[v]; /* the new instance replaces the old one */

@@ -53,7 +53,21 @@ void mp_rgraph_free(mp_rgraph *rg)
     free(rg->keep_to_end);
     free(rg->pinned);
     free(rg->value_id);
+    free(rg->write_off);
+    free(rg->write);
     memset(rg, 0, sizeof *rg);
+}
+
+int32_t mp_rgraph_next_write(const mp_rgraph *rg, int32_t v, int32_t after)
+{
+    if (!rg->write_off) return rg->nnodes;
+    int32_t lo = rg->write_off[v], hi = rg->write_off[v + 1];
+    while (lo < hi) { /* the first write step > after */
+        int32_t mid = lo + (hi - lo) / 2;
+        if (rg->write[mid] <= after) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < rg->write_off[v + 1] ? rg->write[lo] : rg->nnodes;
 }
 
 /* Appends v to list[*n] unless already there since `from` (a node's inputs are few). */
@@ -90,9 +104,13 @@ int mp_rgraph_from_training(const mp_graph *g, const struct mp_schedule *s, cons
     rg->keep_to_end = calloc(nv, 1);
     rg->pinned = calloc(nv, 1);
     rg->value_id = malloc(nv * sizeof *rg->value_id);
+    rg->write_off = calloc(nv + 1, sizeof *rg->write_off);
+    int32_t *wval = malloc(((size_t)nio + 1) * sizeof *wval), *wstep = malloc(((size_t)nio + 1) * sizeof *wstep);
+    int32_t nw = 0; /* in-place writes, (value, step) in step order */
     int rc = -1;
     if (!vmap || !resident || !rg->node_name || !rg->cost || !rg->recomputable || !rg->in_off || !rg->out_off ||
-        !rg->in || !rg->out || !rg->bytes || !rg->producer || !rg->keep_to_end || !rg->pinned || !rg->value_id) {
+        !rg->in || !rg->out || !rg->bytes || !rg->producer || !rg->keep_to_end || !rg->pinned || !rg->value_id ||
+        !rg->write_off || !wval || !wstep) {
         mp_fail(err, "out of memory");
         goto done;
     }
@@ -149,6 +167,7 @@ int mp_rgraph_from_training(const mp_graph *g, const struct mp_schedule *s, cons
                 if (!view) { /* a later write into r's buffer: r cannot be dropped and rebuilt */
                     in_place = true;
                     rg->pinned[r] = 1;
+                    wval[nw] = r, wstep[nw++] = i;
                 }
             } else if (!resident[r]) {
                 rg->out[nout++] = r;
@@ -160,10 +179,25 @@ int mp_rgraph_from_training(const mp_graph *g, const struct mp_schedule *s, cons
         rg->out_off[i + 1] = nout;
         rg->recomputable[i] = nd->phase == MP_PHASE_FORWARD && !random && !in_place;
     }
+    /* the writes by value (a counting sort keeps each value's steps ascending) */
+    rg->write = malloc(((size_t)nw + 1) * sizeof *rg->write);
+    int32_t *fill = malloc(((size_t)n + 1) * sizeof *fill);
+    if (!rg->write || !fill) {
+        free(fill);
+        mp_fail(err, "out of memory");
+        goto done;
+    }
+    for (int32_t k = 0; k < nw; k++) rg->write_off[wval[k] + 1]++;
+    for (int32_t v = 0; v < n; v++) rg->write_off[v + 1] += rg->write_off[v];
+    memcpy(fill, rg->write_off, (size_t)n * sizeof *fill);
+    for (int32_t k = 0; k < nw; k++) rg->write[fill[wval[k]]++] = wstep[k];
+    free(fill);
     rc = 0;
 done:
     free(vmap);
     free(resident);
+    free(wval);
+    free(wstep);
     if (rc) mp_rgraph_free(rg);
     return rc;
 }

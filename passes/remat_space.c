@@ -312,6 +312,7 @@ static bool make_recipe(build *b, int32_t w, int32_t q, bool retain)
         int32_t r = b->rec.a[i];
         for (int32_t k = rg->in_off[r]; k < rg->in_off[r + 1]; k++) {
             int32_t x = rg->in[k], px = rg->producer[x];
+            if (mp_rgraph_next_write(rg, x, r) < q) return false; /* overwritten in place before q (an update) */
             if (px < 0) continue;
             if (live_for(b, x, q)) { /* the frontier: a plan constraint when x may be away at q */
                 if (b->val_mark[x] != s && mp_rspace_group(sp, x, q) >= 0) {
@@ -439,11 +440,20 @@ static int find_candidates(build *b, mp_err *err)
         mp_fail(err, "out of memory building the remat space");
         goto done;
     }
-    for (int32_t i = 0; i < nd; i++)
-        if (!ivec_push(&Q[i], 2 * sp->gap_end[i])) {
+    for (int32_t i = 0; i < nd; i++) {
+        /* where an in-place write (an update in the backward) changes what the producer reads before b_g,
+         * the producer can run again only until that write: the latest such step joins b_g */
+        int32_t p = b->rg->producer[sp->drop[i]], last = sp->gap_end[i];
+        for (int32_t k = b->rg->in_off[p]; k < b->rg->in_off[p + 1]; k++) {
+            int32_t wr = mp_rgraph_next_write(b->rg, b->rg->in[k], p);
+            if (wr < last) last = wr;
+        }
+        if (!ivec_push(&Q[i], 2 * sp->gap_end[i]) ||
+            (last < sp->gap_end[i] && last >= sp->gap_start[i] + 2 && !ivec_push(&Q[i], 2 * last))) {
             mp_fail(err, "out of memory building the remat space");
             goto done;
         }
+    }
     for (int32_t i = nd - 1; i >= 0; i--) {
         int32_t w = sp->drop[i];
         ivec *q = &Q[i];

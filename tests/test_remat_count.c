@@ -590,6 +590,96 @@ START_TEST(test_greedy_keeps_pinned_inputs)
 }
 END_TEST
 
+/* An update in the backward (--optimizer-in-backward) overwrites the resident
+ * W in place at step 4, so a node that read W may not run again after it. x,
+ * W (10, resident); f1: a(1000) = f(x, W); f2: c(1000) = f(a); f3: d(1000) =
+ * f(c); b3: g3(10) = f(d); up writes W in place from g3; b2: g2(10) = f(g3,
+ * c); b1: g1(10, kept to the end) = f(g2, a); store everything peaks at b3
+ * (3030). Below it greedy and lookahead would evict a (the stalest; the one
+ * read last), and remaking it for b1 runs f1 after up: the recount refuses
+ * such an order, so they must remake c. At 2100 the only plan drops a after
+ * f2 and remakes it before up (after b3 frees d), which the ILP finds and the
+ * on-demand baselines cannot. */
+START_TEST(test_in_place_write_blocks_rerun)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t x = tg_value(&rg, 10), w = tg_value(&rg, 10), a = tg_value(&rg, 1000), c = tg_value(&rg, 1000);
+    int32_t d = tg_value(&rg, 1000), g3 = tg_value(&rg, 10), g2 = tg_value(&rg, 10), g1 = tg_value(&rg, 10);
+    rg.keep_to_end[g1] = 1;
+    int32_t f1 = tg_node(&rg, "f1", 1, true, 2, (int32_t[]){x, w}, 1, &a);
+    int32_t f2 = tg_node(&rg, "f2", 1, true, 1, &a, 1, &c);
+    tg_node(&rg, "f3", 1, true, 1, &c, 1, &d);
+    tg_node(&rg, "b3", 1, false, 1, &d, 1, &g3);
+    int32_t up = tg_node(&rg, "up", 1, false, 2, (int32_t[]){w, g3}, 0, NULL);
+    tg_node(&rg, "b2", 1, false, 2, (int32_t[]){g3, c}, 1, &g2);
+    tg_node(&rg, "b1", 1, false, 2, (int32_t[]){g2, a}, 1, &g1);
+    rg.write_off = calloc((size_t)rg.nvalues + 1, sizeof *rg.write_off);
+    rg.write = malloc(sizeof *rg.write);
+    rg.write[0] = up;
+    for (int32_t v = w; v < rg.nvalues; v++) rg.write_off[v + 1] = 1; /* W's one write: step 4 */
+    ck_assert_int_eq(mp_rgraph_next_write(&rg, w, f1), up);
+    ck_assert_int_eq(mp_rgraph_next_write(&rg, w, up), rg.nnodes);
+    ck_assert_int_eq(mp_rgraph_next_write(&rg, a, f1), rg.nnodes);
+    ck_assert_int_eq(count_identity(&rg).peak_bytes, 3030); /* at b3: x, W, a, c, d, g3 */
+
+    /* f1 again before b1 reads what up wrote: refused, naming both */
+    mp_err err = {{0}};
+    mp_rcount k;
+    mp_rsched bad = order_of(8, (int32_t[]){0, 1, 2, 3, 4, 5, ~0, 6});
+    ck_assert_int_eq(mp_rsched_count(&rg, &bad, &k, &err), -1);
+    ck_assert_msg(strstr(err.msg, "'f1'") && strstr(err.msg, "'up'") && strstr(err.msg, "in place"), "%s", err.msg);
+    mp_rsched_free(&bad);
+    mp_rsched early = order_of(8, (int32_t[]){0, 1, 2, 3, ~0, 4, 5, 6}); /* before up: fine */
+    count_ok(&rg, &early);
+    mp_rsched_free(&early);
+
+    for (int b = MP_RBASE_ALL; b <= MP_RBASE_LOOKAHEAD; b++) {
+        mp_rsched s;
+        ck_assert_msg(mp_remat_baseline(&rg, b, 3025, &s, &err) == 0, "%s: %s", mp_rbaseline_names[b], err.msg);
+        k = count_ok(&rg, &s);
+        if (b >= MP_RBASE_GREEDY) {
+            ck_assert_int_le(k.peak_bytes, 3025);
+            ck_assert_double_eq(k.recompute_cost, 1);
+            ck_assert_int_eq(mp_remat_baseline(&rg, b, 2100, &(mp_rsched){0}, &err), -1); /* no order on demand */
+        }
+        for (int32_t e = 0; e < s.n; e++)
+            ck_assert_msg(!s.recompute[e] || s.node[e] == f2, "%s reruns '%s'", mp_rbaseline_names[b],
+                          rg.node_name[s.node[e]]);
+        mp_rsched_free(&s);
+    }
+    /* the ILP's space offers no recipe running f1 after up; its plan at 2100 runs f1 again before up */
+    mp_rspace sp;
+    ck_assert_msg(mp_rspace_build(&rg, NULL, &sp, &err) == 0, "%s", err.msg);
+    int f1_recipes = 0;
+    for (int32_t i = 0; i < sp.ncand; i++)
+        for (int32_t r = 0; r < sp.cand[i].nrecipe; r++)
+            if (sp.cand[i].recipe[r] == f1) {
+                f1_recipes++;
+                ck_assert_int_le(sp.cand[i].step, up);
+            }
+    ck_assert_int_gt(f1_recipes, 0); /* a may still come back before up runs */
+    mp_rplan p;
+    mp_rsolve_info info;
+    mp_rsolve_opts so = mp_rsolve_defaults();
+    ck_assert_msg(mp_remat_solve(&sp, 2100, &so, &p, &info, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(info.status, MP_RSOLVE_OPTIMAL);
+    mp_rsched s;
+    ck_assert_msg(mp_rplan_emit(&sp, &p, &s, &err) == 0, "%s", err.msg);
+    k = count_ok(&rg, &s);
+    ck_assert_int_le(k.peak_bytes, 2100);
+    ck_assert_double_eq(k.recompute_cost, 1);
+    for (int32_t e = 0; e < s.n; e++) {
+        if (s.node[e] == up) break;
+        if (s.recompute[e]) ck_assert_int_eq(s.node[e], f1);
+    }
+    mp_rsched_free(&s);
+    mp_rplan_free(&p);
+    mp_rspace_free(&sp);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
 /* Where LRU thrashes and Belady does not. a, b, c (100 each) are remade from
  * the resident x at cost 1; the backward reads them in turn twice (g_i, 1
  * byte, chains the reads) and a budget of 205 holds two of them. Greedy evicts
@@ -914,6 +1004,7 @@ int main(void)
     tcase_add_test(t, test_baselines_sqrt_memory);
     tcase_add_test(t, test_baselines_shared_mask);
     tcase_add_test(t, test_greedy_keeps_pinned_inputs);
+    tcase_add_test(t, test_in_place_write_blocks_rerun);
     tcase_add_test(t, test_lookahead_cyclic_reads);
     tcase_add_test(t, test_baselines_random);
     tcase_add_test(t, test_baselines_odd_graphs);
