@@ -19,7 +19,8 @@
 #define MEMORY_OPTS                                                                                            \
     (MP_OPT_BIT(BATCH) | MP_OPT_BIT(DIM) | MP_OPT_BIT(JSON) | MP_OPT_BIT(PARAMS_AS_INPUTS) |                   \
      MP_OPT_BIT(DATA_INPUTS) | MP_OPT_BIT(BUFFERS) | MP_OPT_BIT(CONSTANTS_AS_PARAMS) | MP_OPT_BIT(OPTIMIZER) | MP_OPT_BIT(PRECISION) |           \
-     MP_OPT_BIT(MICRO_BATCHES) | MP_OPT_BIT(LOSS) | MP_OPT_BIT(TIMELINE) | MP_OPT_BIT(INFERENCE) |               \
+     MP_OPT_BIT(MICRO_BATCHES) | MP_OPT_BIT(OPTIMIZER_IN_BACKWARD) | MP_OPT_BIT(LOSS) | MP_OPT_BIT(TIMELINE) |   \
+     MP_OPT_BIT(INFERENCE) |                                                                                  \
      MP_OPT_BIT(TOPO_SORT) | MP_OPT_BIT(BUDGET) | MP_OPT_BIT(RESERVE) | MP_OPT_BIT(GPU) | MP_OPT_BIT(STRATEGY) |   \
      MP_OPT_BIT(TIME_LIMIT) | MP_OPT_BIT(SCHEDULE) | MP_OPT_BIT(GRAPH_JSON) | MP_OPT_BIT(OUT) | MP_OPT_BIT(DOT) |    \
      MP_OPT_BIT(SVG) |                                                                                          \
@@ -66,10 +67,11 @@ static void print_text(FILE *f, const analysis *a)
     const mp_memory *m = &a->mem;
     fprintf(f, "%-18s%s\n", "model", a->o->model);
     if (a->training)
-        fprintf(f, "%-18straining: %s, %s, %d micro-batch%s, loss %s\n", "step",
+        fprintf(f, "%-18straining: %s, %s, %d micro-batch%s, loss %s%s\n", "step",
                 mp_cli_optimizer_names[a->topts.optimizer],
                 a->topts.precision == MP_BFLOAT16 ? "bf16" : a->topts.precision == MP_FLOAT16 ? "fp16" : "fp32",
-                a->topts.micro_batches, a->topts.micro_batches == 1 ? "" : "es", mp_cli_loss_names[a->topts.loss]);
+                a->topts.micro_batches, a->topts.micro_batches == 1 ? "" : "es", mp_cli_loss_names[a->topts.loss],
+                a->topts.optimizer_in_backward ? ", updates in the backward" : "");
     else
         fprintf(f, "%-18sinference: the graph as given (forward only)\n", "step");
     fprintf(f, "%-18s%d (", "nodes", (int)g->nnodes);
@@ -159,6 +161,8 @@ static int print_json(FILE *f, const analysis *a)
         mp_json_int(&j, a->topts.micro_batches);
         mp_json_key(&j, "loss");
         mp_json_str(&j, mp_cli_loss_names[a->topts.loss]);
+        mp_json_key(&j, "optimizer_in_backward");
+        mp_json_bool(&j, a->topts.optimizer_in_backward);
     }
     mp_json_key(&j, "phases");
     mp_json_begin_object(&j);
@@ -414,8 +418,9 @@ int mp_cmd_memory(int argc, char **argv)
     mp_cli_opts o;
     int r = mp_cli_parse(argc, argv, MEMORY_OPTS, &o);
     if (r) return r < 0 ? MP_EXIT_USAGE : memory_help();
-    if (o.inference && (o.optimizer >= 0 || o.precision >= 0 || o.loss >= 0 || o.micro_batches >= 0)) {
-        mp_cli_error("--inference takes no --optimizer, --precision, --loss or --micro-batches");
+    if (o.inference && (o.optimizer >= 0 || o.precision >= 0 || o.loss >= 0 || o.micro_batches >= 0 ||
+                        o.optimizer_in_backward)) {
+        mp_cli_error("--inference takes no --optimizer, --precision, --loss, --micro-batches or --optimizer-in-backward");
         mp_cli_opts_free(&o);
         return MP_EXIT_USAGE;
     }

@@ -24,6 +24,7 @@ static const struct {
     [MP_OPT_OPTIMIZER] = {"--optimizer", "NAME", "sgd, momentum, adam, adamw (default) or adafactor"},
     [MP_OPT_PRECISION] = {"--precision", "P", "fp32 (default), bf16 or fp16 compute (fp32 master weights and state)"},
     [MP_OPT_MICRO_BATCHES] = {"--micro-batches", "K", "gradient accumulation over K micro-batches (1..65536, default 1)"},
+    [MP_OPT_OPTIMIZER_IN_BACKWARD] = {"--optimizer-in-backward", NULL, "run each parameter's update as soon as its gradient is final, freeing the gradient (PyTorch's optimizer step in the backward)"},
     [MP_OPT_LOSS] = {"--loss", "KIND", "auto (default), xent, mse or sum"},
     [MP_OPT_TIMELINE] = {"--timeline", "FILE.csv", "write the live bytes per category at every step to FILE.csv (a name ending in .svg: draw them)"},
     [MP_OPT_INFERENCE] = {"--inference", NULL, "analyze the graph as given (inference memory), no training step"},
@@ -258,6 +259,7 @@ static int set_option(mp_cli_opts *o, int id, const char *val)
     case MP_OPT_DOT_LEVEL: return parse_choice(name, val, mp_viz_level_names, &o->dot_level);
     case MP_OPT_PARAMS_AS_INPUTS: o->params_as_inputs = true; return 0;
     case MP_OPT_CONSTANTS_AS_PARAMS: o->constants_as_params = true; return 0;
+    case MP_OPT_OPTIMIZER_IN_BACKWARD: o->optimizer_in_backward = true; return 0;
     case MP_OPT_NO_INFER: o->no_infer = true; return 0;
     case MP_OPT_TOPO_SORT: o->topo_sort = true; return 0;
     default: return mp_cli_plan_option(o, id, val);

@@ -67,6 +67,7 @@ typedef enum mp_cli_opt_id {
     MP_OPT_OPTIMIZER,
     MP_OPT_PRECISION,
     MP_OPT_MICRO_BATCHES,
+    MP_OPT_OPTIMIZER_IN_BACKWARD,
     MP_OPT_LOSS,
     MP_OPT_TIMELINE,
     MP_OPT_INFERENCE,
@@ -97,6 +98,7 @@ typedef struct mp_cli_opts {
     bool json;
     bool params_as_inputs;
     bool constants_as_params;                /* --constants-as-params: mp_train_opts.constants_as_params */
+    bool optimizer_in_backward;              /* --optimizer-in-backward: mp_train_opts.optimizer_in_backward */
     bool no_infer;
     bool topo_sort;                          /* --topo-sort: mp_onnx_opts.topo_sort */
     const char *data_inputs;                 /* comma-separated names, NULL when not given */

@@ -61,6 +61,7 @@ mp_train_opts mp_cli_train_opts(mp_graph *g, const mp_cli_opts *o)
     mp_train_opts t = mp_train_defaults();
     t.params_as_inputs = o->params_as_inputs;
     t.constants_as_params = o->constants_as_params;
+    t.optimizer_in_backward = o->optimizer_in_backward;
     t.data_inputs = name_list(g, o->data_inputs);
     t.buffers = name_list(g, o->buffers);
     return t;

@@ -1021,6 +1021,7 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     po->topo_sort = o->topo_sort;
     po->params_as_inputs = o->params_as_inputs;
     po->constants_as_params = o->constants_as_params;
+    po->optimizer_in_backward = o->optimizer_in_backward;
     snprintf(po->data_inputs, sizeof po->data_inputs, "%s", o->data_inputs ? o->data_inputs : "");
     snprintf(po->buffers, sizeof po->buffers, "%s", o->buffers ? o->buffers : "");
     snprintf(po->strategy, sizeof po->strategy, "%s", mp_cli_strategy_names[p->strategy]);
@@ -1258,7 +1259,7 @@ static int check_options(const mp_cli_opts *o)
         return -1;
     }
     if (o->graph_json && (o->batch >= 0 || o->batch_max || o->ndims || o->inference || o->timeline ||
-                          o->params_as_inputs || o->data_inputs || o->buffers || o->constants_as_params || o->optimizer >= 0 ||
+                          o->params_as_inputs || o->data_inputs || o->buffers || o->constants_as_params || o->optimizer_in_backward || o->optimizer >= 0 ||
                           o->precision >= 0 || o->loss >= 0 || o->micro_batches >= 0 || o->topo_sort)) {
         mp_cli_error("--graph-json takes only --budget, --reserve, --gpu, --strategy, --time-limit, --schedule "
                      "and --json");

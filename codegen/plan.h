@@ -42,6 +42,7 @@ typedef struct mp_plan_opts {
     bool topo_sort;                        /* the model's nodes are sorted on import (--topo-sort) */
     bool params_as_inputs;                 /* --params-as-inputs */
     bool constants_as_params;              /* --constants-as-params */
+    bool optimizer_in_backward;            /* --optimizer-in-backward */
     char data_inputs[1024];                /* --data-inputs A,B ("": not given) */
     char buffers[4096];                    /* --buffers A,B ("": not given) */
     char strategy[32];                     /* "ilp", "none", ... (recorded only) */

@@ -61,6 +61,10 @@ int mp_plan_opts_string(const mp_plan_opts *o, char *buf, size_t n)
         len += (size_t)w;
         w = snprintf(buf + len, n - len, ";constants_as_params=1");
     }
+    if (w >= 0 && (size_t)w < n - len && o->optimizer_in_backward) {
+        len += (size_t)w;
+        w = snprintf(buf + len, n - len, ";optimizer_in_backward=1");
+    }
     if (w >= 0 && (size_t)w < n - len && (o->params_as_inputs || o->data_inputs[0] || o->buffers[0])) {
         len += (size_t)w;
         w = snprintf(buf + len, n - len, ";params_as_inputs=%d;data_inputs=%s;buffers=%s", o->params_as_inputs,
@@ -172,11 +176,16 @@ int mp_plan_step_outputs(mp_graph *g, mp_err *err)
         if (g->nodes[i].phase == MP_PHASE_LOSS && g->nodes[i].nout) loss = g->nodes[i].out[0];
     if (loss < 0) return mp_fail(err, "the training step has no loss");
     keep[n++] = loss;
+    int32_t last_backward = -1;
+    for (int32_t i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].phase == MP_PHASE_BACKWARD) last_backward = i;
     for (int32_t i = 0; i < g->nnodes; i++) {
         const mp_node *nd = &g->nodes[i];
-        /* the gradient each in-place update reads (not fp16's gradient check, nor its loss scale update's flag) */
+        /* the gradient each in-place update reads (not fp16's gradient check, nor its loss scale update's flag);
+         * an update inside the backward (--optimizer-in-backward) frees its gradient, which kept to the end would
+         * undo that: there the updated parameter, resident anyway, is what is checked */
         bool update = nd->phase == MP_PHASE_OPTIMIZER && nd->nin > 1 && nd->nout && g->values[nd->out[0]].alias >= 0;
-        int32_t v = update && g->values[nd->in[1]].role == MP_ROLE_GRAD ? nd->in[1] : -1;
+        int32_t v = update && g->values[nd->in[1]].role == MP_ROLE_GRAD ? (i < last_backward ? nd->out[0] : nd->in[1]) : -1;
         bool dup = false;
         for (int32_t k = 0; k < n && !dup; k++) dup = keep[k] == v;
         if (v >= 0 && !dup) keep[n++] = v;
@@ -224,6 +233,7 @@ mp_model *mp_plan_step_new(const char *path, const mp_plan_opts *o, mp_schedule 
     t.micro_batches = o->micro_batches;
     t.params_as_inputs = o->params_as_inputs;
     t.constants_as_params = o->constants_as_params;
+    t.optimizer_in_backward = o->optimizer_in_backward;
     t.data_inputs = name_list(g, o->data_inputs);
     t.buffers = name_list(g, o->buffers);
     if (mp_bind_dims(g, &b, err) || mp_infer(g, err) || mp_train_build(g, &t, err)) goto fail;
@@ -335,8 +345,9 @@ static void write_json(FILE *f, const char *model_path, const char *abs, int64_t
     put_str(f, o->strategy);
     fprintf(f, ", \"budget_bytes\": %" PRId64 ", \"reserve_bytes\": %" PRId64 ", \"topo_sort\": %s",
             o->budget_bytes, o->reserve_bytes, o->topo_sort ? "true" : "false");
-    fprintf(f, ", \"params_as_inputs\": %s, \"constants_as_params\": %s, \"data_inputs\": ",
-            o->params_as_inputs ? "true" : "false", o->constants_as_params ? "true" : "false");
+    fprintf(f, ", \"params_as_inputs\": %s, \"constants_as_params\": %s, \"optimizer_in_backward\": %s, \"data_inputs\": ",
+            o->params_as_inputs ? "true" : "false", o->constants_as_params ? "true" : "false",
+            o->optimizer_in_backward ? "true" : "false");
     put_str(f, o->data_inputs);
     fprintf(f, ", \"buffers\": ");
     put_str(f, o->buffers);

@@ -29,4 +29,13 @@ int mp_schedule_check(const mp_graph *g, const mp_schedule *s, mp_err *err);
 
 void mp_schedule_free(mp_schedule *s);
 
+/* Reorders g's nodes so that each node of `phase` runs as early as it may:
+ * right after the producers of its inputs and after every earlier node that
+ * touches memory it shares with others (a view, an in-place write); the other
+ * nodes keep their order. With MP_PHASE_OPTIMIZER each parameter's update runs
+ * as soon as its gradient is final and the backward has read the parameter
+ * (PyTorch's optimizer step in the backward), so the gradient dies there. The
+ * values computed are the same; only the order changes. */
+int mp_graph_hoist_phase(mp_graph *g, mp_phase phase, mp_err *err);
+
 #endif

@@ -7,6 +7,7 @@
 #include "frontend/infer.h"
 #include "frontend/shape.h"
 #include "passes/autodiff.h"
+#include "passes/schedule.h"
 
 mp_train_opts mp_train_defaults(void)
 {
@@ -527,5 +528,5 @@ static int build_step(mp_graph *g, const mp_train_opts *o, const int32_t *master
     mark_transposed_views(g);
     if (mp_train_share_buffers(g, err)) return -1;
     finish_roles(g);
-    return 0;
+    return o->optimizer_in_backward ? mp_graph_hoist_phase(g, MP_PHASE_OPTIMIZER, err) : 0;
 }

@@ -28,6 +28,8 @@ typedef struct mp_train_opts {
     const char *const *data_inputs; /* names of the data inputs (implies params_as_inputs); NULL-terminated or NULL */
     const char *const *buffers; /* extra value names that are buffers, not parameters; NULL-terminated or NULL */
     bool constants_as_params; /* float Constant nodes of 2+ elements are initializers (weights exported as Constants) */
+    bool optimizer_in_backward; /* each update runs as soon as its gradient is final, not after the whole
+                                 * backward (mp_graph_hoist_phase): the gradient dies there */
 } mp_train_opts;
 
 mp_train_opts mp_train_defaults(void);

@@ -75,7 +75,8 @@ static int load_options(loader *l, int32_t o, mp_plan_opts *po)
     po->topo_sort = ts >= 0 && l->d->node[ts].b;
     /* the role options, also optional (absent before they were recorded) */
     struct { const char *key; bool *dst; } flags[] = {{"params_as_inputs", &po->params_as_inputs},
-                                                      {"constants_as_params", &po->constants_as_params}};
+                                                      {"constants_as_params", &po->constants_as_params},
+                                                      {"optimizer_in_backward", &po->optimizer_in_backward}};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
         int32_t v = mp_jdoc_member(l->d, o, flags[i].key);
         if (v >= 0 && l->d->node[v].type != MP_JBOOL)

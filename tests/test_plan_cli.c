@@ -274,6 +274,34 @@ START_TEST(test_smallest_feasible)
 }
 END_TEST
 
+/* --optimizer-in-backward: each gradient dies at its update, so on the
+ * decoder, whose least peak lies in the backward with gradients waiting for
+ * the optimizer, the smallest feasible budget drops, and that budget plans. */
+START_TEST(test_optimizer_in_backward)
+{
+    const char *args[] = {MODEL("gpt_decoder.onnx"), "--batch", "4", "--dim", "sequence=64", "--reserve", "0",
+                          "--optimizer-in-backward"};
+    check_smallest(args, 8);
+    int64_t smallest[2];
+    for (int k = 0; k < 2; k++) {
+        run_result r = k ? RUN(args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], "--budget", "1000B")
+                         : RUN(args[0], args[1], args[2], args[3], args[4], args[5], args[6], "--budget", "1000B");
+        assert_one_line_error(&r, 3);
+        const char *p = strstr(r.err, "smallest feasible budget "); /* "is N" or "lies between N and M" */
+        ck_assert_msg(p, "%s", r.err);
+        p += strcspn(p, "0123456789");
+        smallest[k] = strtoll(p, NULL, 10);
+        run_free(&r);
+    }
+    ck_assert_msg(smallest[1] < smallest[0] * 95 / 100, "%lld with the updates in the backward, %lld without",
+                  (long long)smallest[1], (long long)smallest[0]);
+    run_result r = RUN(args[0], "--batch", "4", "--inference", "--optimizer-in-backward");
+    assert_one_line_error(&r, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--optimizer-in-backward"));
+    run_free(&r);
+}
+END_TEST
+
 /* ---- schedules, recounted here --------------------------------------------------------- */
 
 /* Checkmate's semantics, written afresh: an entry needs every input's latest
@@ -716,6 +744,7 @@ int main(void)
     tcase_add_test(tc, test_budget_grammar);
     tcase_add_test(tc, test_bad_flags);
     tcase_add_test(tc, test_smallest_feasible);
+    tcase_add_test(tc, test_optimizer_in_backward);
     tcase_add_test(tc, test_schedule_recount);
     tcase_add_test(tc, test_json_fields);
     tcase_add_test(tc, test_plan_pictures);

@@ -55,16 +55,31 @@ static void ref_free(ref *r)
     mp_onnx_close(r->m);
 }
 
-static void ref_run(ref *r, const char *path, const mp_plan_opts *o)
+/* The unplanned step; with keep_updates, the parameters each update writes
+ * are kept after it too, as outputs (each a buffer of its own here). */
+static void ref_run_keeping(ref *r, const char *path, const mp_plan_opts *o, bool keep_updates)
 {
     mp_err err = {""};
     r->m = mp_plan_step_new(path, o, &r->s, &err);
     ck_assert_msg(r->m, "%s: %s", path, err.msg);
-    r->x = mp_exec_new(r->m->graph, NULL, &err);
+    mp_graph *g = r->m->graph;
+    if (keep_updates) {
+        int32_t *outs = mp_arena_alloc(g->arena, (size_t)(g->noutputs + g->nnodes) * sizeof *outs), n = g->noutputs;
+        ck_assert(outs);
+        memcpy(outs, g->outputs, (size_t)n * sizeof *outs);
+        for (int32_t i = 0; i < g->nnodes; i++)
+            if (g->nodes[i].phase == MP_PHASE_OPTIMIZER && g->nodes[i].nout && g->values[g->nodes[i].out[0]].alias >= 0)
+                outs[n++] = g->nodes[i].out[0];
+        g->outputs = outs;
+        g->noutputs = n;
+    }
+    r->x = mp_exec_new(g, NULL, &err);
     ck_assert_msg(r->x, "%s", err.msg);
-    ck_assert_msg(!mp_plan_bind_inputs(r->x, r->m->graph, NULL, NULL, SEED, NULL, NULL, &err), "%s", err.msg);
+    ck_assert_msg(!mp_plan_bind_inputs(r->x, g, NULL, NULL, SEED, NULL, NULL, &err), "%s", err.msg);
     ck_assert_msg(!mp_exec_run(r->x, &err), "%s %s: %s", path, mp_plan_precision_name(o->precision), err.msg);
 }
+
+static void ref_run(ref *r, const char *path, const mp_plan_opts *o) { ref_run_keeping(r, path, o, false); }
 
 /* Every output of b (loss, then gradients) is bit-identical to the same-named one of a. */
 static int compare_bits(const ref *a, const mp_graph *gb, const mp_exec *xb, const char *what)
@@ -308,6 +323,66 @@ START_TEST(sliced_weight_views)
     ck_assert_msg(mp_ob_write(b, path, &err) > 0, "%s: %s", path, err.msg);
     mp_ob_free(b);
     check_model(path, opts(64, NULL, 0), 3);
+}
+END_TEST
+
+/* The parameters each update of a's step wrote against the same-named ones
+ * of b's (both kept: ref_run_keeping): how many are bit-identical, of *total. */
+static int same_updates(const ref *a, const ref *b, const char *what, int *total)
+{
+    const mp_graph *ga = a->m->graph, *gb = b->m->graph;
+    int same = 0;
+    *total = 0;
+    for (int32_t i = 0; i < ga->nnodes; i++) {
+        const mp_node *nd = &ga->nodes[i];
+        if (nd->phase != MP_PHASE_OPTIMIZER || !nd->nout || ga->values[nd->out[0]].alias != nd->in[0] ||
+            ga->values[nd->in[0]].role != MP_ROLE_PARAM)
+            continue;
+        const char *name = ga->values[nd->out[0]].name;
+        int32_t vb = mp_graph_find(gb, name);
+        ck_assert_msg(vb >= 0, "%s: no '%s'", what, name);
+        const mp_tensor *ta = mp_exec_value(a->x, nd->out[0]), *tb = mp_exec_value(b->x, vb);
+        ck_assert_msg(ta && tb && ta->numel == tb->numel && ta->dtype == tb->dtype, "%s: '%s' missing", what, name);
+        same += !memcmp(ta->data, tb->data, (size_t)ta->numel * mp_elem_size(ta->dtype));
+        (*total)++;
+    }
+    return same;
+}
+
+/* --optimizer-in-backward: each update right after its gradient is final, so
+ * the plan keeps the loss and the updated parameters (not the gradients, which
+ * die at their updates). Planned down to its own least peak and run: the
+ * arena measured, outputs bit-identical to the unplanned step of that order;
+ * and the parameters it updates bit-identical to the default step's, whose
+ * updates run after the whole backward (only the order differs). */
+START_TEST(optimizer_in_backward)
+{
+    static const struct {
+        const char *path;
+        int64_t batch;
+        const char *dim;
+        int64_t value;
+    } models[] = {{MODEL("cnn_bn.onnx"), 2, NULL, 0}, {MODEL("gpt_decoder.onnx"), 4, "sequence", 64}};
+    for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
+        mp_plan_opts o = opts(models[k].batch, models[k].dim, models[k].value), f = o;
+        f.optimizer_in_backward = true;
+        check_model(models[k].path, f, 3);
+        ref a, b, c;
+        ref_run_keeping(&a, models[k].path, &o, true);
+        ref_run_keeping(&b, models[k].path, &f, true);
+        int total, n = same_updates(&a, &b, models[k].path, &total);
+        ck_assert_int_gt(total, 0);
+        ck_assert_int_eq(n, total);
+        /* the check sees a different update: SGD's parameters are not AdamW's */
+        f.optimizer = MP_OPT_SGD;
+        ref_run_keeping(&c, models[k].path, &f, true);
+        ck_assert_int_eq(same_updates(&a, &c, models[k].path, &total), 0);
+        printf("  %-24s optimizer in the backward: %d updated parameters bit-identical to the default step's\n",
+               strrchr(models[k].path, '/') + 1, n);
+        ref_free(&a);
+        ref_free(&b);
+        ref_free(&c);
+    }
 }
 END_TEST
 
@@ -648,6 +723,7 @@ int main(void)
     tcase_add_test(tc, mnist);
     tcase_add_test(tc, gpt_decoder);
     tcase_add_test(tc, sliced_weight_views);
+    tcase_add_test(tc, optimizer_in_backward);
     tcase_add_test(tc, mlp_low);
     tcase_add_test(tc, cnn_bn_low);
     tcase_add_test(tc, gpt_decoder_low);

@@ -258,6 +258,96 @@ static int32_t storage(const mp_graph *g, int32_t v)
     return v;
 }
 
+static int32_t find_node(const mp_graph *g, const char *name)
+{
+    for (int32_t i = 0; i < g->nnodes; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    ck_abort_msg("no node '%s'", name);
+    return -1;
+}
+
+/* The peak of g's step in graph order, and the gradients' bytes live at it. */
+static int64_t step_peak(const mp_graph *g, int64_t *grads_at_peak)
+{
+    mp_err err = {""};
+    mp_schedule sc;
+    mp_memory mem;
+    ck_assert_msg(!mp_schedule_graph_order(g, &sc, &err) && !mp_memory_analyze(g, &sc, &mem, &err), "%s", err.msg);
+    int64_t peak = mem.peak_bytes;
+    *grads_at_peak = mem.at_peak[MP_MEM_GRADS];
+    mp_memory_free(&mem);
+    mp_schedule_free(&sc);
+    return peak;
+}
+
+/* --optimizer-in-backward (mp_graph_hoist_phase): the same nodes, each update
+ * right after the last node it must follow (the producers of what it reads,
+ * and every earlier node touching its parameter's or state's buffer), before
+ * the backward ends when its layer's gradient is done early; the other nodes
+ * in their order. The gradients then die at their updates: a lower peak. */
+START_TEST(optimizer_in_backward)
+{
+    step a, b;
+    mp_err err;
+    mp_train_opts o = mp_train_defaults();
+    const char *names[] = {"batch", "sequence"};
+    const int64_t vals[] = {2, 16};
+    ck_assert_msg(!build(&a, MODEL("gpt_decoder.onnx"), &o, 2, names, vals, &err), "%s", err.msg);
+    o.optimizer_in_backward = true;
+    ck_assert_msg(!build(&b, MODEL("gpt_decoder.onnx"), &o, 2, names, vals, &err), "%s", err.msg);
+    check_step(&b);
+    mp_graph *ga = a.g, *gb = b.g;
+    ck_assert_int_eq(ga->nnodes, gb->nnodes);
+    mp_schedule sc;
+    ck_assert_msg(!mp_schedule_graph_order(gb, &sc, &err) && !mp_schedule_check(gb, &sc, &err), "%s", err.msg);
+    mp_schedule_free(&sc);
+    int32_t last_backward = -1, early = 0, prev = -1;
+    for (int32_t i = 0; i < gb->nnodes; i++)
+        if (gb->nodes[i].phase == MP_PHASE_BACKWARD) last_backward = i;
+    for (int32_t i = 0; i < gb->nnodes; i++) {
+        const mp_node *n = &gb->nodes[i];
+        if (n->phase != MP_PHASE_OPTIMIZER) { /* the others keep their order */
+            int32_t j = find_node(ga, n->name);
+            ck_assert_msg(j > prev, "node '%s' moved", n->name);
+            prev = j;
+            continue;
+        }
+        early += i < last_backward;
+        int32_t must = -1; /* the last node it must follow */
+        for (int k = 0; k < n->nin; k++) {
+            if (n->in[k] < 0) continue;
+            const mp_value *v = &gb->values[n->in[k]];
+            if (v->producer > must) must = v->producer;
+            int32_t r = storage(gb, n->in[k]);
+            for (int32_t j = 0; j < i; j++) /* every earlier reader of the buffer it writes */
+                for (int kk = 0; kk < gb->nodes[j].nin; kk++)
+                    if (gb->nodes[j].in[kk] >= 0 && storage(gb, gb->nodes[j].in[kk]) == r && j > must) must = j;
+        }
+        ck_assert_msg(must < i, "update '%s' runs before a node it must follow", n->name);
+        /* as early as it may: nothing between that node and it but other updates */
+        for (int32_t j = must + 1; j < i; j++) ck_assert_int_eq(gb->nodes[j].phase, MP_PHASE_OPTIMIZER);
+        /* and after every node of the default order that touched its parameter's buffer */
+        int32_t pa = find_node(ga, n->name);
+        for (int32_t j = 0; j < ga->nnodes; j++) {
+            if (j >= pa) continue;
+            for (int kk = 0; kk < ga->nodes[j].nin; kk++)
+                if (ga->nodes[j].in[kk] >= 0 && storage(ga, ga->nodes[j].in[kk]) == storage(ga, ga->nodes[pa].in[0]))
+                    ck_assert_msg(find_node(gb, ga->nodes[j].name) < i, "'%s' reads '%s' after its update",
+                                  ga->nodes[j].name, ga->values[ga->nodes[pa].in[0]].name);
+        }
+    }
+    ck_assert_int_gt(early, 0);
+    int64_t ga_grads, gb_grads, pa = step_peak(ga, &ga_grads), pb = step_peak(gb, &gb_grads);
+    printf("  gpt_decoder optimizer in the backward: %d of the updates before the backward ends; peak %lld -> %lld "
+           "bytes, gradients at the peak %lld -> %lld\n", early, (long long)pa, (long long)pb, (long long)ga_grads,
+           (long long)gb_grads);
+    ck_assert_int_lt(pb, pa);
+    ck_assert_int_lt(gb_grads, ga_grads);
+    close_step(&a);
+    close_step(&b);
+}
+END_TEST
+
 static int32_t node_of(const mp_graph *g, const char *op)
 {
     for (int32_t i = 0; i < g->nnodes; i++)
@@ -923,6 +1013,7 @@ int main(void)
     tcase_add_test(tc, cnn_bn);
     tcase_add_test(tc, gpt_decoder);
     tcase_add_test(tc, loss_in_place);
+    tcase_add_test(tc, optimizer_in_backward);
     tcase_add_test(tc, resnet50);
     tcase_add_test(tc, finite_differences_xent);
     tcase_add_test(tc, finite_differences_embedding);
