@@ -10,6 +10,9 @@
 # ZOO_DIR (bench/export_models.py OUT --zoo writes OUT/zoo): also each model
 # listed in ZOO_DIR/options.txt, with its options, at 70 %.
 #
+# EXTRA_OPTS (environment) is added to every row's options, e.g.
+# EXTRA_OPTS=--optimizer-in-backward bench/models_bench.sh build.
+#
 # A budget below the smallest feasible one is replaced by that one (exit 3
 # states it), so every model gets a row. Needs python3 only to read the JSON
 # (any python3). Skips what is absent; says why a model has no row.
@@ -27,6 +30,8 @@ echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"
 row() { # model (under ../shared/models, or an absolute path), budget, options...
     model=$1 budget=$2
     shift 2
+    # shellcheck disable=SC2086 # the options are words
+    set -- "$@" ${EXTRA_OPTS:-}
     case $model in /*) file=$model ;; *) file=$S/$model ;; esac
     [ -f "$file" ] || { echo "| $model | absent | | | | | | | | |"; return; }
     rm -rf "$OUT/plan"
