@@ -50,6 +50,8 @@ static const model models[] = {
     {MEMPLAN_SOURCE "/models/mlp.onnx", {"--batch", "8", "--optimizer", "adafactor"}, 1},
     /* recomputes; SGD, whose step (unlike Adam's) scales with the gradient, so a wrong scale shows */
     {MEMPLAN_SOURCE "/models/cnn_bn.onnx", {"--batch", "16", "--budget", "80%", "--optimizer", "sgd"}, 1},
+    /* each update inside the backward, between the recomputations */
+    {MEMPLAN_SOURCE "/models/cnn_bn.onnx", {"--batch", "16", "--budget", "70%", "--optimizer", "sgd", "--optimizer-in-backward"}, 1},
     /* sums of batch x sequence = 1024 terms: the GPU's block-per-output REDUCE */
     {MEMPLAN_SOURCE "/models/gpt_decoder.onnx", {"--batch", "8", "--dim", "sequence=128", "--budget", "70%"}, 1},
     {MEMPLAN_SHARED "/models/third-party/mnist/model.onnx", {"--optimizer", "momentum"}, 1},
