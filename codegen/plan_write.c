@@ -176,16 +176,18 @@ int mp_plan_step_outputs(mp_graph *g, mp_err *err)
         if (g->nodes[i].phase == MP_PHASE_LOSS && g->nodes[i].nout) loss = g->nodes[i].out[0];
     if (loss < 0) return mp_fail(err, "the training step has no loss");
     keep[n++] = loss;
+    /* the gradient each in-place update reads (not fp16's gradient check, nor its loss scale update's flag);
+     * when updates run inside the backward (--optimizer-in-backward) each frees its gradient, which kept to the
+     * end would undo that: then the updated parameters, resident anyway, are what is checked */
     int32_t last_backward = -1;
+    bool inside = false;
     for (int32_t i = 0; i < g->nnodes; i++)
         if (g->nodes[i].phase == MP_PHASE_BACKWARD) last_backward = i;
+    for (int32_t i = 0; i < last_backward; i++) inside |= g->nodes[i].phase == MP_PHASE_OPTIMIZER;
     for (int32_t i = 0; i < g->nnodes; i++) {
         const mp_node *nd = &g->nodes[i];
-        /* the gradient each in-place update reads (not fp16's gradient check, nor its loss scale update's flag);
-         * an update inside the backward (--optimizer-in-backward) frees its gradient, which kept to the end would
-         * undo that: there the updated parameter, resident anyway, is what is checked */
         bool update = nd->phase == MP_PHASE_OPTIMIZER && nd->nin > 1 && nd->nout && g->values[nd->out[0]].alias >= 0;
-        int32_t v = update && g->values[nd->in[1]].role == MP_ROLE_GRAD ? (i < last_backward ? nd->out[0] : nd->in[1]) : -1;
+        int32_t v = update && g->values[nd->in[1]].role == MP_ROLE_GRAD ? (inside ? nd->out[0] : nd->in[1]) : -1;
         bool dup = false;
         for (int32_t k = 0; k < n && !dup; k++) dup = keep[k] == v;
         if (v >= 0 && !dup) keep[n++] = v;
