@@ -73,7 +73,7 @@ static int load_options(loader *l, int32_t o, mp_plan_opts *po)
     int32_t ts = mp_jdoc_member(l->d, o, "topo_sort"); /* absent in plans written before it existed */
     if (ts >= 0 && l->d->node[ts].type != MP_JBOOL) return mp_fail(l->err, "%s: plan option topo_sort is not a boolean", l->path);
     po->topo_sort = ts >= 0 && l->d->node[ts].b;
-    /* the role options, also optional (absent before they were recorded) */
+    /* the options recorded later (roles, updates in the backward), optional: absent in older plans */
     struct { const char *key; bool *dst; } flags[] = {{"params_as_inputs", &po->params_as_inputs},
                                                       {"constants_as_params", &po->constants_as_params},
                                                       {"optimizer_in_backward", &po->optimizer_in_backward}};
