@@ -345,6 +345,21 @@ START_TEST(optimizer_in_backward)
     ck_assert_int_lt(gb_grads, ga_grads);
     close_step(&a);
     close_step(&b);
+
+    /* fp16: every update reads AllFinite over all the gradients, so none can move before the last one is made */
+    o.precision = MP_FLOAT16;
+    ck_assert_msg(!build(&b, MODEL("gpt_decoder.onnx"), &o, 2, names, vals, &err), "%s", err.msg);
+    int32_t all_finite = -1;
+    for (int32_t i = 0; i < b.g->nnodes; i++)
+        if (!strcmp(b.g->nodes[i].op_type, "AllFinite")) all_finite = i;
+    ck_assert_int_ge(all_finite, 0);
+    for (int32_t i = 0; i < b.g->nnodes; i++) {
+        const mp_node *n = &b.g->nodes[i];
+        if (n->phase == MP_PHASE_OPTIMIZER && !strcmp(n->domain, "memplan") && strcmp(n->op_type, "AllFinite") &&
+            strcmp(n->op_type, "Cast"))
+            ck_assert_msg(i > all_finite, "'%s' runs before the gradient check", n->name);
+    }
+    close_step(&b);
 }
 END_TEST
 
