@@ -413,9 +413,9 @@ static int report_infeasible(plan *p, const char *why)
         }
     }
     if (have) mp_rsched_free(&o);
-    char dom[512];
-    int64_t floor_any = 0;
+    char dom[768];
     int32_t floor_at = -1;
+    int64_t floor_any = mp_remat_any_plan_least_peak(&p->rg, &floor_at); /* what every order needs, and where */
     if (p->usable <= 0)
         snprintf(dom, sizeof dom, "the reserve alone (%.2f MiB, --reserve) takes the whole budget", mib(p->reserve));
     else if (p->onnx && params_state > p->usable)
@@ -423,7 +423,7 @@ static int report_infeasible(plan *p, const char *why)
     else if (resident > p->usable)
         snprintf(dom, sizeof dom, "resident tensors (parameters, optimizer state, buffers, inputs) alone take %.2f MiB",
                  mib(resident));
-    else if ((floor_any = mp_remat_any_plan_least_peak(&p->rg, &floor_at)) >= min_peak) /* proven for every order */
+    else if (floor_any >= min_peak) /* proven for every order */
         snprintf(dom, sizeof dom, "the least peak any plan reaches is %.2f MiB, at node %.60s (its inputs and "
                  "outputs take %.2f MiB, resident tensors %.2f MiB)", mib(min_peak),
                  at >= 0 ? p->rg.node_name[at] : "?",
@@ -433,6 +433,24 @@ static int report_infeasible(plan *p, const char *why)
                  "outputs take %.2f MiB, resident tensors %.2f MiB); no order goes below %.2f MiB (at node %.60s)",
                  mib(min_peak), at >= 0 ? p->rg.node_name[at] : "?", mib(footprint), mib(resident),
                  mib(floor_any > 0 ? floor_any : 0), floor_at >= 0 ? p->rg.node_name[floor_at] : "?");
+    /* parameter gradients waiting for the optimizer at that peak or where every order peaks: updates inside the
+     * backward would free them */
+    int64_t waiting = 0;
+    int32_t wait_at = -1;
+    for (int k = 0; k < 2 && p->onnx && p->step.training && !p->o->optimizer_in_backward && p->usable > 0; k++) {
+        int32_t t = k ? floor_at : at;
+        int64_t sum = 0;
+        for (int32_t v = 0; t >= 0 && v < p->rg.nvalues; v++)
+            if (p->rg.producer[v] >= 0 && p->rg.producer[v] <= t && t <= p->sp.last_use[v] &&
+                p->rg.value_id[v] >= 0 && p->step.g->values[p->rg.value_id[v]].role == MP_ROLE_GRAD)
+                sum += p->rg.bytes[v];
+        if (sum > waiting) waiting = sum, wait_at = t;
+    }
+    if (waiting > 0) {
+        size_t len = strlen(dom);
+        snprintf(dom + len, sizeof dom - len, "; at node %.60s, gradients waiting for their updates take %.2f MiB "
+                 "(--optimizer-in-backward frees each at its update)", p->rg.node_name[wait_at], mib(waiting));
+    }
     if (p->slack > 0) { /* the placement, not the live bytes, made it infeasible */
         size_t len = strlen(dom);
         snprintf(dom + len, sizeof dom - len, "; the arena's placement needs %.2f MiB more than the live bytes",
