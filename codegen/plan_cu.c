@@ -529,7 +529,13 @@ static const char *lower_trilu(cg *c, const mp_node *n)
     return NULL;
 }
 
-static int pick_name(const char *s, const char *const *names, int n);
+/* The index of s in names[n], -1 when absent (an attribute's choice). */
+static int pick_name(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
 
 /* Zeros (a gradient's start, memplan domain): FILL 0. */
 static const char *lower_zeros(cg *c, const mp_node *n) { return fill(c, vout(n, 0), 0); }
@@ -558,24 +564,38 @@ static const char *lower_cumsum(cg *c, const mp_node *n)
     return NULL;
 }
 
+/* What the gathers and scatters by index (Elements, ND) check alike: data, int32/int64 indices, for a
+ * scatter float updates, all of one dtype and none a transposed view; *red the scatter's reduction (none,
+ * add, mul, max, min: 0..4; a gather's 0). */
+static const char *index_operands(cg *c, const mp_node *n, bool scatter, int32_t *data, int32_t *idx, int32_t *upd,
+                                  int32_t *y, int *red)
+{
+    static const char *const reds[] = {"none", "add", "mul", "max", "min"};
+    *data = vin(n, 0), *idx = vin(n, 1), *upd = scatter ? vin(n, 2) : -1, *y = vout(n, 0);
+    if (*data < 0 || *idx < 0 || *y < 0 || (scatter && *upd < 0)) return "missing operands";
+    if (V(c, *idx)->dtype != MP_INT64 && V(c, *idx)->dtype != MP_INT32) return "indices other than int32/int64";
+    if (tview(c, *data) || tview(c, *idx) || tview(c, *y) || (scatter && tview(c, *upd))) return "a transposed view operand";
+    if (V(c, *data)->dtype != V(c, *y)->dtype || (scatter && V(c, *upd)->dtype != V(c, *y)->dtype))
+        return "operands of other than one dtype";
+    if (scatter && !mp_dtype_is_float(V(c, *y)->dtype)) return "a scatter other than float";
+    *red = scatter ? pick_name(mp_attr_str(n, "reduction", "none"), reds, 5) : 0;
+    return *red < 0 ? "an unknown reduction" : NULL;
+}
+
 /* GatherElements (any dtype) and ScatterElements (float; reduction none, add, mul, max, min), as
  * runtime/cpu_tensor.c: MP_CU_GATHER_ELEMENTS a thread per output element; MP_CU_SCATTER_ELEMENTS a
  * thread per output element gathering the updates that hit it (GatherElements' gradient: Zeros, then
  * the add), in the CPU's order, no atomics. */
 static const char *lower_elements(cg *c, const mp_node *n)
 {
-    static const char *const reds[] = {"none", "add", "mul", "max", "min"};
     bool scatter = !strcmp(n->op_type, "ScatterElements");
-    int32_t data = vin(n, 0), idx = vin(n, 1), upd = scatter ? vin(n, 2) : -1, y = vout(n, 0);
-    if (data < 0 || idx < 0 || y < 0 || (scatter && upd < 0)) return "missing operands";
-    if (V(c, idx)->dtype != MP_INT64 && V(c, idx)->dtype != MP_INT32) return "indices other than int32/int64";
-    if (tview(c, data) || tview(c, idx) || tview(c, y) || (scatter && tview(c, upd))) return "a transposed view operand";
-    if (V(c, data)->dtype != V(c, y)->dtype || (scatter && V(c, upd)->dtype != V(c, y)->dtype)) return "operands of other than one dtype";
-    int r = V(c, data)->rank, red = scatter ? pick_name(mp_attr_str(n, "reduction", "none"), reds, 5) : 0;
+    int32_t data, idx, upd, y;
+    int red;
+    const char *e = index_operands(c, n, scatter, &data, &idx, &upd, &y, &red);
+    if (e) return e;
+    int r = V(c, data)->rank;
     int64_t axis = norm_axis(mp_attr_int(n, "axis", 0), r);
     if (axis < 0 || axis >= r || V(c, idx)->rank != r || (scatter && numel(c, upd) != numel(c, idx))) return "a bad axis or index shape";
-    if (red < 0) return "an unknown reduction";
-    if (scatter && !mp_dtype_is_float(V(c, y)->dtype)) return "a scatter other than float";
     for (int a = 0; a < r; a++)
         if (a != axis && dim(c, idx, a) > dim(c, data, a)) return "indices wider than the data";
     if (!numel(c, y)) return NULL;
@@ -1155,13 +1175,6 @@ static const char *lower_conv_transpose(cg *c, const mp_node *n)
 
 /* ---- Resize --------------------------------------------------------------------------------------- */
 
-static int pick_name(const char *s, const char *const *names, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (!strcmp(s, names[i])) return i;
-    return -1;
-}
-
 /* A constant float or int input's values as doubles: count, 0 absent or empty, -1 not constant. */
 static int konst_f64(const cg *c, int32_t id, double *out, int max)
 {
@@ -1566,17 +1579,13 @@ static const char *lower_adafactor(cg *c, const mp_node *n)
  * Zeros, then the add), no atomics. */
 static const char *lower_nd(cg *c, const mp_node *n)
 {
-    static const char *const reds[] = {"none", "add", "mul", "max", "min"};
     bool scatter = !strcmp(n->op_type, "ScatterND");
-    int32_t data = vin(n, 0), idx = vin(n, 1), upd = scatter ? vin(n, 2) : -1, y = vout(n, 0);
-    if (data < 0 || idx < 0 || y < 0 || (scatter && upd < 0)) return "missing operands";
-    if (V(c, idx)->dtype != MP_INT64 && V(c, idx)->dtype != MP_INT32) return "indices other than int32/int64";
-    if (tview(c, data) || tview(c, idx) || tview(c, y) || (scatter && tview(c, upd))) return "a transposed view operand";
-    if (V(c, data)->dtype != V(c, y)->dtype || (scatter && V(c, upd)->dtype != V(c, y)->dtype)) return "operands of other than one dtype";
-    if (scatter && !mp_dtype_is_float(V(c, y)->dtype)) return "a scatter other than float";
-    int r = V(c, data)->rank, ir = V(c, idx)->rank, red = scatter ? pick_name(mp_attr_str(n, "reduction", "none"), reds, 5) : 0;
+    int32_t data, idx, upd, y;
+    int red;
+    const char *e = index_operands(c, n, scatter, &data, &idx, &upd, &y, &red);
+    if (e) return e;
+    int r = V(c, data)->rank, ir = V(c, idx)->rank;
     int64_t b = scatter ? 0 : mp_attr_int(n, "batch_dims", 0), q = ir ? dim(c, idx, ir - 1) : 0;
-    if (red < 0) return "an unknown reduction";
     if (ir < 1 || b < 0 || b >= ir || b + q > r) return "bad batch_dims or index depth";
     int64_t batch = 1, per = 1, slice = 1, xd[MP_CU_MAX_RANK], xs[MP_CU_MAX_RANK];
     for (int i = 0; i < b; i++) batch *= dim(c, data, i);
@@ -1793,16 +1802,14 @@ static lower_fn find_lowering(const char *op)
     return NULL;
 }
 
-/* A node whose outputs are all folded (Shape, Range, a constant mask) becomes constants, unless it reads
- * what changes from step to step (varies: parameters the update writes, buffers, data, and whatever is computed
- * from them): the importer folds a small initializer's Reshape, but the parameter it reads is trained. */
+/* A node whose outputs are all folded (Shape, Range, a constant mask) becomes constants, unless they change
+ * from step to step (varies, find_varying): the importer folds a small initializer's Reshape, but the
+ * parameter it reads is trained. */
 static bool folded(const cg *c, const mp_node *n, const bool *varies)
 {
-    bool shape_only = !strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size");
-    for (int k = 0; k < n->nin && !shape_only; k++)
-        if (n->in[k] >= 0 && varies[n->in[k]]) return false;
     for (int k = 0; k < n->nout; k++)
-        if (n->out[k] >= 0 && (!V(c, n->out[k])->konst || !V(c, n->out[k])->konst->data)) return false;
+        if (n->out[k] >= 0 && (varies[n->out[k]] || !V(c, n->out[k])->konst || !V(c, n->out[k])->konst->data))
+            return false;
     return n->nout > 0;
 }
 
@@ -1920,8 +1927,6 @@ static void put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t
     fprintf(f, "int main(int argc, char **argv) { return mp_cu_main(argc, argv, &plan); }\n");
 }
 
-/* Lowers every instruction; the first refusal, naming the op and the node, and
- * how many other op types have none. */
 /* Which values change from step to step: data, parameters, buffers and optimizer state, and what is computed
  * from them (Shape and Size read only the shape). The schedule is topological. varies[nvalues + 1]. */
 static void find_varying(const mp_graph *g, const mp_schedule *s, bool *varies)
@@ -1940,6 +1945,8 @@ static void find_varying(const mp_graph *g, const mp_schedule *s, bool *varies)
     }
 }
 
+/* Lowers every instruction; the first refusal, naming the op and the node, and
+ * how many other op types have none. */
 static int lower_nodes(cg *c, const mp_schedule *s, const bool *varies, mp_err *err)
 {
     const mp_graph *g = c->g;
