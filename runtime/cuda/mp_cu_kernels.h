@@ -44,6 +44,16 @@ typedef struct mp_cu_args {
 
 MP_HD int mp_cu_esize(int dt) { return dt == MP_CU_BOOL ? 1 : dt == MP_CU_I32 || dt == MP_CU_F32 ? 4 : 8; }
 
+/* Element s of src into element d of dst, both of dtype dt: the bytes moved, whatever the type. */
+MP_HD void mp_cu_move(void *dst, int64_t d, const void *src, int64_t s, int dt)
+{
+    switch (mp_cu_esize(dt)) {
+    case 1: ((unsigned char *)dst)[d] = ((const unsigned char *)src)[s]; break;
+    case 4: ((uint32_t *)dst)[d] = ((const uint32_t *)src)[s]; break;
+    default: ((uint64_t *)dst)[d] = ((const uint64_t *)src)[s]; break;
+    }
+}
+
 MP_HD double mp_cu_ld(const void *p, int dt, int64_t i)
 {
     switch (dt) {
@@ -96,11 +106,7 @@ MP_HD void k_copy(const mp_cu_args *a, int64_t i)
         int64_t q = i / dims[k], at = i - q * dims[k];
         s += at * ss[k], d += at * ds[k], i = q;
     }
-    switch (mp_cu_esize(a->dt[0])) {
-    case 1: ((unsigned char *)a->x[1])[d] = ((const unsigned char *)a->x[0])[s]; break;
-    case 4: ((uint32_t *)a->x[1])[d] = ((const uint32_t *)a->x[0])[s]; break;
-    default: ((uint64_t *)a->x[1])[d] = ((const uint64_t *)a->x[0])[s]; break;
-    }
+    mp_cu_move(a->x[1], d, a->x[0], s, a->dt[0]);
 }
 
 /* ---- MP_CU_MAP ------------------------------------------------------------------ */
@@ -825,11 +831,7 @@ MP_HD int64_t mp_cu_gather_src(const mp_cu_args *a, int64_t i)
 MP_HD void k_gather(const mp_cu_args *a, int64_t i)
 {
     int64_t s = mp_cu_gather_src(a, i);
-    switch (mp_cu_esize(a->dt[0])) {
-    case 1: ((unsigned char *)a->x[2])[i] = ((const unsigned char *)a->x[0])[s]; break;
-    case 4: ((uint32_t *)a->x[2])[i] = ((const uint32_t *)a->x[0])[s]; break;
-    default: ((uint64_t *)a->x[2])[i] = ((const uint64_t *)a->x[0])[s]; break;
-    }
+    mp_cu_move(a->x[2], i, a->x[0], s, a->dt[0]);
 }
 
 /* dY x0, indices x1 -> table x2 (zeroed first): a thread per element of dY */
@@ -1361,15 +1363,20 @@ MP_HD void k_gather_elements(const mp_cu_args *a, int64_t i)
         src += (k == ax ? (v < 0 ? 0 : v) : at) * str;
         str *= dd[k], rem = q;
     }
-    switch (mp_cu_esize(a->dt[0])) {
-    case 1: ((unsigned char *)a->x[2])[i] = ((const unsigned char *)a->x[0])[src]; break;
-    case 4: ((uint32_t *)a->x[2])[i] = ((const uint32_t *)a->x[0])[src]; break;
-    default: ((uint64_t *)a->x[2])[i] = ((const uint64_t *)a->x[0])[src]; break;
-    }
+    mp_cu_move(a->x[2], i, a->x[0], src, a->dt[0]);
 }
 
 /* v rounded to dtype dt, as a store and a load would round it. */
 MP_HD double mp_cu_round_to(int dt, double v) { return dt == MP_CU_F32 ? (double)(float)v : v; }
+
+/* One update u into acc by the scatter's reduction (SE_*), rounded to the output's dtype dt as the CPU's
+ * store rounds each step. */
+MP_HD double mp_cu_scatter_step(int red, double acc, double u, int dt)
+{
+    acc = red == SE_ADD ? acc + u : red == SE_MUL ? acc * u : red == SE_MAX ? (acc > u ? acc : u)
+        : red == SE_MIN ? (acc < u ? acc : u) : u;
+    return mp_cu_round_to(dt, acc);
+}
 
 /* p[GE_RED]: the reduction. data x0, indices x1, updates x2 -> out x3 (float32 / float64; may be data's
  * bytes), a thread per element of the output: the data element, then the updates whose index hits it
@@ -1391,10 +1398,7 @@ MP_HD void k_scatter_elements(const mp_cu_args *a, int64_t i)
     for (int64_t t = 0; inside && t < id[ax]; t++) {
         int64_t at = base + t * axstr;
         if (mp_cu_elem_index(a, at, dd[ax]) != own) continue;
-        double u = mp_cu_ld(a->x[2], a->dt[2], at);
-        acc = red == SE_ADD ? acc + u : red == SE_MUL ? acc * u : red == SE_MAX ? (acc > u ? acc : u)
-            : red == SE_MIN ? (acc < u ? acc : u) : u;
-        acc = mp_cu_round_to(a->dt[3], acc);
+        acc = mp_cu_scatter_step(red, acc, mp_cu_ld(a->x[2], a->dt[2], at), a->dt[3]);
     }
     mp_cu_st(a->x[3], a->dt[3], i, acc);
 }
@@ -1429,11 +1433,7 @@ MP_HD int64_t mp_cu_nd_row(const mp_cu_args *a, int64_t bi, int64_t row, int cla
 MP_HD void k_gather_nd(const mp_cu_args *a, int64_t i)
 {
     int64_t slice = a->p[GN_SLICE], row = i / slice, src = mp_cu_nd_row(a, row / a->p[GN_PER], row, 1) + i % slice;
-    switch (mp_cu_esize(a->dt[0])) {
-    case 1: ((unsigned char *)a->x[2])[i] = ((const unsigned char *)a->x[0])[src]; break;
-    case 4: ((uint32_t *)a->x[2])[i] = ((const uint32_t *)a->x[0])[src]; break;
-    default: ((uint64_t *)a->x[2])[i] = ((const uint64_t *)a->x[0])[src]; break;
-    }
+    mp_cu_move(a->x[2], i, a->x[0], src, a->dt[0]);
 }
 
 /* batch_dims 0. data x0, indices x1, updates x2 -> out x3 (float32 / float64; may be data's bytes), a
@@ -1447,10 +1447,7 @@ MP_HD void k_scatter_nd(const mp_cu_args *a, int64_t i)
     double acc = mp_cu_ld(a->x[0], a->dt[0], i);
     for (int64_t j = 0; j < rows; j++) {
         if (mp_cu_nd_row(a, 0, j, 0) != at) continue;
-        double u = mp_cu_ld(a->x[2], a->dt[2], j * slice + e);
-        acc = red == SE_ADD ? acc + u : red == SE_MUL ? acc * u : red == SE_MAX ? (acc > u ? acc : u)
-            : red == SE_MIN ? (acc < u ? acc : u) : u;
-        acc = mp_cu_round_to(a->dt[3], acc);
+        acc = mp_cu_scatter_step(red, acc, mp_cu_ld(a->x[2], a->dt[2], j * slice + e), a->dt[3]);
     }
     mp_cu_st(a->x[3], a->dt[3], i, acc);
 }
