@@ -50,6 +50,17 @@ int32_t mp_graph_find(const mp_graph *g, const char *name)
     return -1;
 }
 
+int32_t mp_value_root(const mp_graph *g, int32_t v)
+{
+    for (int32_t hops = 0; hops <= g->nvalues; hops++) {
+        int32_t a = g->values[v].alias;
+        if (a < 0) return v;
+        if (a >= g->nvalues) return -1;
+        v = a;
+    }
+    return -1;
+}
+
 /* ---- graphs ----------------------------------------------------------- */
 
 mp_graph *mp_graph_new(mp_graph *parent)

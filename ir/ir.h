@@ -316,6 +316,9 @@ mp_graph *mp_graph_root(mp_graph *g);
 
 /* Finds a value by name in this graph's scope (not the parent's); -1 if none. */
 int32_t mp_graph_find(const mp_graph *g, const char *name);
+/* The root of v's alias chain (value->alias: a view or an in-place write), the
+ * value whose buffer v lives in; -1 on a cycle or an alias outside the graph. */
+int32_t mp_value_root(const mp_graph *g, int32_t v);
 /* Adds a value with that name; fails (-1) if the name is already defined here. */
 int32_t mp_graph_add_value(mp_graph *g, const char *name);
 /* Finds or adds. */

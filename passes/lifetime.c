@@ -58,18 +58,6 @@ static int check_no_subgraphs(const mp_graph *g, mp_err *err)
     return 0;
 }
 
-/* The root of v's alias chain; -1 on a cycle or a bad id. */
-static int32_t alias_root(const mp_graph *g, int32_t v)
-{
-    for (int32_t hops = 0; hops <= g->nvalues; hops++) {
-        int32_t a = g->values[v].alias;
-        if (a < 0) return v;
-        if (a >= g->nvalues) return -1;
-        v = a;
-    }
-    return -1;
-}
-
 int mp_lifetime_compute(const mp_graph *g, const mp_schedule *s, mp_lifetimes *lt, mp_err *err)
 {
     memset(lt, 0, sizeof *lt);
@@ -116,7 +104,7 @@ int mp_lifetime_compute(const mp_graph *g, const mp_schedule *s, mp_lifetimes *l
 
     /* pass 2: owners (alias roots) */
     for (int32_t v = 0; v < g->nvalues; v++) {
-        lt->owner[v] = alias_root(g, v);
+        lt->owner[v] = mp_value_root(g, v);
         if (lt->owner[v] < 0) {
             mp_fail(err, "'%s' aliases itself through a cycle of in-place updates", g->values[v].name);
             goto done;

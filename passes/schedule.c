@@ -52,14 +52,6 @@ void mp_schedule_free(mp_schedule *s)
     s->n = 0;
 }
 
-/* The root of v's alias chain: the value whose buffer v lives in. */
-static int32_t owner_of(const mp_graph *g, int32_t v)
-{
-    for (int32_t hops = 0; g->values[v].alias >= 0 && g->values[v].alias < g->nvalues && hops < g->nvalues; hops++)
-        v = g->values[v].alias;
-    return v;
-}
-
 typedef struct keyed {
     int64_t key;
     int32_t node;
@@ -91,7 +83,8 @@ int mp_graph_hoist_phase(mp_graph *g, mp_phase phase, mp_err *err)
         goto done;
     }
     for (int32_t v = 0; v < nv; v++) {
-        owner[v] = owner_of(g, v);
+        int32_t r = mp_value_root(g, v);
+        owner[v] = r < 0 ? v : r; /* a broken chain: its own buffer (the lifetimes refuse it later) */
         last[v] = -1;
         if (owner[v] != v) shared[owner[v]] = 1;
     }

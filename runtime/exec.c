@@ -415,13 +415,7 @@ int mp_exec_load_weights(mp_exec *x, const mp_model *m, mp_err *err)
 
 /* Values on one alias chain (value->alias: an in-place write or a view) share
  * their bytes by design: the plan gives them their owner's offset. */
-static int32_t alias_root(const mp_graph *g, int32_t v)
-{
-    for (int32_t hops = 0; g->values[v].alias >= 0 && hops < g->nvalues; hops++) v = g->values[v].alias;
-    return v;
-}
-
-static bool same_storage(const mp_graph *g, int32_t a, int32_t b) { return alias_root(g, a) == alias_root(g, b); }
+static bool same_storage(const mp_graph *g, int32_t a, int32_t b) { return mp_value_root(g, a) == mp_value_root(g, b); }
 
 static int alloc_output(mp_exec *x, int32_t node, int32_t id, mp_err *err)
 {
