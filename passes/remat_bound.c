@@ -153,7 +153,12 @@ static double bound_at(bound_lp *b, int32_t t, int64_t budget, int64_t resident,
     smcp.tm_lim = (int)fmax(1, fmin(seconds * 1000, 1e9));
     double start = now(), out = -1;
     int ret = glp_simplex(P, &smcp);
-    int st = ret == GLP_ENOPFS ? GLP_NOFEAS : ret ? GLP_UNDEF : glp_get_status(P);
+    if (ret == GLP_ENOPFS) { /* "no plan fits" is a strong claim: the presolver's, on scaled rows, is checked */
+        smcp.presolve = GLP_OFF;
+        smcp.tm_lim = (int)fmax(1, fmin((seconds - (now() - start)) * 1000, 1e9));
+        ret = glp_simplex(P, &smcp);
+    }
+    int st = ret ? GLP_UNDEF : glp_get_status(P);
     if (st == GLP_OPT) out = glp_get_obj_val(P);
     else if (st == GLP_NOFEAS) out = INFINITY;
     double left = seconds - (now() - start);
