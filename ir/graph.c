@@ -362,7 +362,11 @@ void mp_tensor_set_i64(mp_tensor *t, int64_t i, int64_t v)
     case MP_INT64: ((int64_t *)p)[i] = v; break;
     case MP_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
     case MP_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-    default: mp_tensor_set_f64(t, i, (double)v); break;
+    case MP_FLOAT:
+    case MP_DOUBLE:
+    case MP_FLOAT16:
+    case MP_BFLOAT16: mp_tensor_set_f64(t, i, (double)v); break;
+    default: break; /* no encoding here (8- and 4-bit floats, 4-bit ints, strings): left as it was */
     }
 }
 

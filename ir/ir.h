@@ -364,6 +364,9 @@ uint16_t mp_f32_to_f16(float f);
 uint16_t mp_f32_to_bf16(float f);
 
 double mp_tensor_get_f64(const mp_tensor *t, int64_t i);
+/* Element i set from an int64 / double, converted to the tensor's dtype (any
+ * integer, bool, float32/64, float16, bfloat16); a dtype without an encoding
+ * here (8- and 4-bit floats, 4-bit ints, strings) is left unchanged. */
 void mp_tensor_set_i64(mp_tensor *t, int64_t i, int64_t v);
 void mp_tensor_set_f64(mp_tensor *t, int64_t i, double v);
 

@@ -172,6 +172,9 @@ static int32_t build_loss(mp_ad *ad, mp_loss_kind kind, int32_t y)
     mp_graph *g = ad->g;
     const mp_value *v = &g->values[y];
     if (!mp_dtype_is_float(v->dtype)) return mp_fail(ad->err, "output '%s' is not a float tensor", v->name);
+    if (v->dtype != MP_FLOAT && v->dtype != MP_DOUBLE && v->dtype != MP_FLOAT16 && v->dtype != MP_BFLOAT16)
+        return mp_fail(ad->err, "output '%s' is %s: a loss needs float32, float64, float16 or bfloat16 (cast the "
+                       "output first)", v->name, mp_dtype_name(v->dtype));
     /* classes: the last axis of [N, C] and of a sequence's [N, T, V]; axis 1
      * of an image-shaped [N, C, H, W, ..] (segmentation, as PyTorch's loss) */
     int axis = v->rank >= 4 ? 1 : v->rank - 1;

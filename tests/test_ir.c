@@ -71,6 +71,26 @@ START_TEST(bf16_store_rounds_and_keeps_nan)
 }
 END_TEST
 
+/* Dtypes without an encoding here are left as they were, and a store never
+ * bounces between the integer and the float setter (it recursed forever on
+ * 8-bit floats); float16 from an integer goes through the float path. */
+START_TEST(store_without_encoding_is_a_no_op)
+{
+    mp_arena *a = mp_arena_new();
+    mp_dtype none[] = {MP_FLOAT8E4M3FN, MP_FLOAT8E5M2FNUZ, MP_FLOAT4E2M1, MP_INT4, MP_FLOAT8E8M0};
+    for (size_t k = 0; k < sizeof none / sizeof *none; k++) {
+        mp_tensor *t = mp_tensor_new(a, none[k], 1, (int64_t[]){2});
+        mp_tensor_set_f64(t, 0, 1.0);
+        mp_tensor_set_i64(t, 1, 1);
+        ck_assert_uint_eq(((const uint8_t *)t->data)[0] | ((const uint8_t *)t->data)[1], 0);
+    }
+    mp_tensor *h = mp_tensor_new(a, MP_FLOAT16, 1, (int64_t[]){1});
+    mp_tensor_set_i64(h, 0, 3);
+    ck_assert_uint_eq(((const uint16_t *)h->data)[0], 0x4200);
+    mp_arena_free(a);
+}
+END_TEST
+
 START_TEST(link_rejects_two_producers)
 {
     mp_graph *g = mp_graph_new(NULL);
@@ -93,6 +113,7 @@ int main(void)
     tcase_add_test(tc, dtype_bytes_round_and_overflow);
     tcase_add_test(tc, link_rejects_two_producers);
     tcase_add_test(tc, bf16_store_rounds_and_keeps_nan);
+    tcase_add_test(tc, store_without_encoding_is_a_no_op);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -14,6 +14,7 @@
 #include "codegen/plan.h"
 #include "passes/memory.h"
 #include "passes/schedule.h"
+#include "passes/autodiff.h" /* ad_attr_int */
 #include "passes/train.h"
 #include "runtime/exec.h"
 #include "fd_check.h" /* defines: fd_compare */
@@ -501,6 +502,39 @@ START_TEST(no_rule_error)
     o.loss = MP_LOSS_SUM;
     ck_assert_int_eq(mp_train_build(g, &o, &err), -1);
     ck_assert_msg(strstr(err.msg, "the_hardmax") && strstr(err.msg, "Hardmax"), "message: %s", err.msg);
+    mp_graph_free(g);
+}
+END_TEST
+
+/* A loss on an 8-bit float output is refused by name: the step's seed (1 in the
+ * loss's dtype) has no encoding there (before, storing it recursed forever). */
+START_TEST(fp8_loss_error)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    mp_dim d[2] = {mp_dim_of(2), mp_dim_of(3)};
+    int32_t x = mp_graph_add_value(g, "x"), w = mp_graph_add_value(g, "W");
+    int32_t xw = mp_graph_add_value(g, "xw"), y = mp_graph_add_value(g, "y8");
+    mp_value_set(g, x, MP_FLOAT, 2, d);
+    mp_value_set(g, w, MP_FLOAT, 2, d);
+    g->values[x].flags = MP_VAL_INPUT;
+    g->values[w].flags = MP_VAL_INITIALIZER;
+    g->values[y].flags = MP_VAL_OUTPUT;
+    static int32_t ins[1], inits[1], outs[1];
+    ins[0] = x, inits[0] = w, outs[0] = y;
+    g->inputs = ins, g->ninputs = 1, g->inits = inits, g->ninits = 1, g->outputs = outs, g->noutputs = 1;
+    mp_graph_add_node(g, "mul", "Mul", "", 2, (int32_t[]){x, w}, 1, &xw);
+    mp_node *cast = &g->nodes[mp_graph_add_node(g, "to_fp8", "Cast", "", 1, &xw, 1, &y)];
+    ad_attr_int(g, cast, "to", MP_FLOAT8E4M3FN);
+    mp_err err;
+    ck_assert_msg(!mp_graph_link(g, &err), "%s", err.msg);
+    ck_assert_msg(!mp_infer(g, &err), "%s", err.msg);
+    ck_assert_int_eq(g->values[y].dtype, MP_FLOAT8E4M3FN);
+    for (int k = 0; k < 2; k++) {
+        mp_train_opts o = mp_train_defaults();
+        o.loss = k ? MP_LOSS_SUM : MP_LOSS_AUTO;
+        ck_assert_int_eq(mp_train_build(g, &o, &err), -1);
+        ck_assert_msg(strstr(err.msg, "'y8'") && strstr(err.msg, "float8e4m3fn"), "message: %s", err.msg);
+    }
     mp_graph_free(g);
 }
 END_TEST
@@ -1036,6 +1070,7 @@ int main(void)
     tcase_add_test(tc, finite_differences_pool_dropout);
     tcase_add_test(tc, torch_zoo);
     tcase_add_test(tc, no_rule_error);
+    tcase_add_test(tc, fp8_loss_error);
     tcase_add_test(tc, finite_differences_gemm);
     tcase_add_test(tc, finite_differences_elementwise);
     tcase_add_test(tc, finite_differences_squeeze);
