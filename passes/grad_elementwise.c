@@ -72,6 +72,22 @@ int mp_grad_Div(mp_ad *ad, int32_t node, const int32_t *dy)
     return 0;
 }
 
+/* Mod (floats): Y = A - B * q with q = trunc(A / B) (fmod 1) or floor (fmod 0),
+ * piecewise constant: dA = dY, dB = -dY * q, q = (A - Y) / B. Reads A, B and Y. */
+int mp_grad_Mod(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    if (ad_needs(ad, IN(0)) && ad_give_sum(ad, IN(0), dy[0], false)) return -1;
+    if (!ad_needs(ad, IN(1))) return 0;
+    int32_t a[2] = {IN(0), OUT(0)};
+    int32_t b[2] = {ad_emit(ad, "Sub", "", 2, a, "grad_mod"), IN(1)};
+    if (b[0] < 0) return -1;
+    int32_t c[2] = {dy[0], ad_emit(ad, "Div", "", 2, b, "grad_mod")};
+    if (c[1] < 0) return -1;
+    int32_t t = ad_emit(ad, "Mul", "", 2, c, "grad_mod");
+    if (t < 0) return -1;
+    return ad_give_sum(ad, IN(1), ad_emit(ad, "Neg", "", 1, &t, "grad_mod"), true);
+}
+
 /* Pow: dX = dY * E * X^(E-1) reads X and the exponent E; dE = dY * Y * ln X
  * (when E needs a gradient) reads Y and X. X <= 0 gives NaN there, as ln does. */
 int mp_grad_Pow(mp_ad *ad, int32_t node, const int32_t *dy)
@@ -187,7 +203,8 @@ int mp_grad_LogSoftmax(mp_ad *ad, int32_t node, const int32_t *dy)
 /* Identity: reads nothing. */
 int mp_grad_Identity(mp_ad *ad, int32_t node, const int32_t *dy) { return ad_give(ad, IN(0), dy[0], false); }
 
-/* Cast: reads nothing; the gradient is cast back to the input's float type. */
+/* Cast (and CastLike, whose second input gives only the type): reads nothing;
+ * the gradient is cast back to the input's float type. */
 int mp_grad_Cast(mp_ad *ad, int32_t node, const int32_t *dy)
 {
     mp_dtype t = ad->g->values[IN(0)].dtype;

@@ -381,6 +381,27 @@ int mp_grad_ScatterND(mp_ad *ad, int32_t node, const int32_t *dy)
     return ad_give(ad, IN(0), scatter(ad, "ScatterND", dy[0], IN(1), z, INT64_MIN, NULL), true);
 }
 
+/* ScatterElements and Scatter (reduction none or add), as ScatterND along
+ * `axis`: dUpdates = GatherElements(dY, indices); dData = dY where nothing was
+ * written over it, dY itself for add. Reads the indices. */
+int mp_grad_ScatterElements(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    const char *red = mp_attr_str(NODE, "reduction", "none");
+    bool add = !strcmp(red, "add");
+    if (!add && strcmp(red, "none")) return mp_fail(ad->err, "the gradient of reduction '%s' is not supported", red);
+    int64_t axis = mp_attr_int(NODE, "axis", 0);
+    if (ad_needs(ad, IN(2))) {
+        int32_t in[2] = {dy[0], IN(1)}, out;
+        int32_t n = ad_add1(ad, "GatherElements", "", 2, in, "grad_scatter", &out);
+        ad_attr_int(ad->g, &ad->g->nodes[n], "axis", axis);
+        if (ad_infer(ad, n) || ad_give(ad, IN(2), out, true)) return -1;
+    }
+    if (!ad_needs(ad, IN(0))) return 0;
+    if (add) return ad_give(ad, IN(0), dy[0], false);
+    int32_t z = zeros_like(ad, IN(2), ad->g->values[dy[0]].dtype);
+    return ad_give(ad, IN(0), scatter(ad, "ScatterElements", dy[0], IN(1), z, axis, NULL), true);
+}
+
 /* Trilu: the same triangle of dY (k and upper as the forward). Reads nothing but k. */
 int mp_grad_Trilu(mp_ad *ad, int32_t node, const int32_t *dy)
 {
