@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frontend/infer.h" /* mp_unbound_symbol */
 #include "frontend/shape.h"
 #include "passes/autodiff.h"
 
@@ -50,6 +51,26 @@ int32_t ad_add1(mp_ad *ad, const char *op, const char *domain, int nin, const in
     return ad_add(ad, op, domain, nin, in, 1, out);
 }
 
+/* A step node whose output has no size: say why, from the first forward value
+ * without one (an unbound symbol, or a shape that depends on input values). */
+static int unsized(mp_ad *ad, const mp_node *n, const mp_value *v)
+{
+    const mp_graph *g = ad->g;
+    const char *sym = mp_unbound_symbol(g);
+    if (sym)
+        return mp_fail(ad->err, "node '%s' (%s): output '%s' has no known size: the symbolic dimension '%s' is "
+                       "unbound (--batch N or --dim %s=V)", n->name, n->op_type, v->name, sym, sym);
+    for (int32_t i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].nout; k++) {
+            const mp_value *u = mp_val((mp_graph *)g, g->nodes[i].out[k]);
+            if (u && u->bytes < 0 && u != v)
+                return mp_fail(ad->err, "node '%s' (%s): output '%s' has no known size, since '%s' (from node "
+                               "'%s', %s) has none: its shape depends on values known only when the model runs",
+                               n->name, n->op_type, v->name, u->name, g->nodes[i].name, g->nodes[i].op_type);
+        }
+    return mp_fail(ad->err, "node '%s' (%s): output '%s' has no known size", n->name, n->op_type, v->name);
+}
+
 int ad_infer(mp_ad *ad, int32_t id)
 {
     mp_node *n = &ad->g->nodes[id];
@@ -64,9 +85,7 @@ int ad_infer(mp_ad *ad, int32_t id)
                        inner.msg[0] ? inner.msg : "shape inference failed");
     for (int k = 0; k < n->nout; k++) {
         const mp_value *v = mp_val(ad->g, n->out[k]);
-        if (v && v->bytes < 0)
-            return mp_fail(ad->err, "node '%s' (%s): output '%s' has no known size (bind every symbolic dim first)",
-                           n->name, n->op_type, v->name);
+        if (v && v->bytes < 0) return unsized(ad, n, v);
     }
     return 0;
 }

@@ -539,6 +539,37 @@ START_TEST(fp8_loss_error)
 }
 END_TEST
 
+/* An output whose shape depends on an input's values (Pad's pads from a graph
+ * input) has no size: the step is refused naming the forward value and node. */
+START_TEST(value_dependent_shape_error)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    mp_dim d[2] = {mp_dim_of(2), mp_dim_of(3)}, d4[1] = {mp_dim_of(4)};
+    int32_t x = mp_graph_add_value(g, "x"), w = mp_graph_add_value(g, "W"), pads = mp_graph_add_value(g, "pads");
+    int32_t xw = mp_graph_add_value(g, "xw"), y = mp_graph_add_value(g, "padded");
+    mp_value_set(g, x, MP_FLOAT, 2, d);
+    mp_value_set(g, w, MP_FLOAT, 2, d);
+    mp_value_set(g, pads, MP_INT64, 1, d4);
+    g->values[x].flags = g->values[pads].flags = MP_VAL_INPUT;
+    g->values[w].flags = MP_VAL_INITIALIZER;
+    g->values[y].flags = MP_VAL_OUTPUT;
+    static int32_t ins[2], inits[1], outs[1];
+    ins[0] = x, ins[1] = pads, inits[0] = w, outs[0] = y;
+    g->inputs = ins, g->ninputs = 2, g->inits = inits, g->ninits = 1, g->outputs = outs, g->noutputs = 1;
+    mp_graph_add_node(g, "mul", "Mul", "", 2, (int32_t[]){x, w}, 1, &xw);
+    mp_graph_add_node(g, "the_pad", "Pad", "", 2, (int32_t[]){xw, pads}, 1, &y);
+    mp_err err;
+    ck_assert_msg(!mp_graph_link(g, &err), "%s", err.msg);
+    ck_assert_msg(!mp_infer(g, &err), "%s", err.msg);
+    mp_train_opts o = mp_train_defaults();
+    o.loss = MP_LOSS_MSE;
+    ck_assert_int_eq(mp_train_build(g, &o, &err), -1);
+    ck_assert_msg(strstr(err.msg, "'padded'") && strstr(err.msg, "the_pad") && strstr(err.msg, "values known only"),
+                  "message: %s", err.msg);
+    mp_graph_free(g);
+}
+END_TEST
+
 /* A float64 graph value: input, initializer or intermediate. */
 static int32_t dvalue(mp_graph *g, const char *name, uint32_t flags, int rank, const int64_t *dims)
 {
@@ -1071,6 +1102,7 @@ int main(void)
     tcase_add_test(tc, torch_zoo);
     tcase_add_test(tc, no_rule_error);
     tcase_add_test(tc, fp8_loss_error);
+    tcase_add_test(tc, value_dependent_shape_error);
     tcase_add_test(tc, finite_differences_gemm);
     tcase_add_test(tc, finite_differences_elementwise);
     tcase_add_test(tc, finite_differences_squeeze);
