@@ -254,10 +254,20 @@ int mp_grad_NegativeLogLikelihoodLoss(mp_ad *ad, int32_t node, const int32_t *dy
     return ad_give(ad, IN(0), out, true);
 }
 
-/* SoftmaxCrossEntropyLoss: reads log_prob (output 1) and the labels. */
+/* SoftmaxCrossEntropyLoss: reads log_prob (output 1) and the labels. A loss
+ * exported without log_prob (PyTorch's CrossEntropyLoss) gets it, of the
+ * scores' shape and type, as a training Dropout gets its mask. */
 int mp_grad_SoftmaxCrossEntropyLoss(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    if (OUT(1) < 0) return mp_fail(ad->err, "needs its log_prob output for the gradient");
+    if (OUT(1) < 0) {
+        const mp_value *x = &ad->g->values[IN(0)];
+        mp_dtype t = x->dtype;
+        int rank = x->rank;
+        mp_dim dims[MP_MAX_RANK];
+        memcpy(dims, x->dims, (size_t)rank * sizeof *dims);
+        int32_t lp = ad_extra_output(ad, node, 1, "_log_prob", t);
+        mp_value_set(ad->g, lp, t, rank, dims);
+    }
     int32_t in[4] = {dy[0], OUT(1), IN(1), IN(2)}, out;
     int32_t n = ad_add1(ad, "SoftmaxCrossEntropyGrad", "memplan", IN(2) >= 0 ? 4 : 3, in, "grad_logits", &out);
     ad_attr_copy(ad->g, &ad->g->nodes[n], node);

@@ -484,7 +484,11 @@ static const tcase cases[] = {
     /* ---- losses ---- */
     {"softmax_cross_entropy", 17, MP_LOSS_XENT, SIGNED, {{"x", 'x', 2, {4, 3}}, {"W", 'p', 2, {3, 5}}},
      {{"MatMul", {"x", "W"}, {"y"}}}},
-    /* a model whose output is its own loss: LogSoftmax then NegativeLogLikelihoodLoss */
+    /* a model whose output is its own loss: SoftmaxCrossEntropyLoss without its log_prob output (it gets one),
+     * LogSoftmax then NegativeLogLikelihoodLoss */
+    {"sce_loss_without_log_prob", 17, MP_LOSS_SUM, SIGNED,
+     {{"x", 'x', 2, {4, 3}}, {"W", 'p', 2, {3, 5}}, {"t", 'i', 1, {4}, {1, 4, 0, 2}}},
+     {{"MatMul", {"x", "W"}, {"s"}}, {"SoftmaxCrossEntropyLoss", {"s", "t"}, {"y"}}}},
     {"nll_mean_weights_ignore_index", 17, MP_LOSS_SUM, SIGNED,
      {{"x", 'p', 2, {3, 4}}, {"t", 'i', 1, {3}, {1, 2, 0}}, {"w", 'f', 1, {4}, {0.5, 1, 2, 1.5}}},
      {{"LogSoftmax", {"x"}, {"lp"}, {I("axis", 1)}},
