@@ -134,6 +134,28 @@ int shape_ConvGrad(mp_graph *g, mp_node *n, mp_err *err)
     return mp_set_out(g, n, 2, t, 1, &w->dims[0]);
 }
 
+/* (dY, X, grid) -> dX like X, dGrid like grid; dY [N, C, o..] is GridSample's output over them. */
+int shape_GridSampleGrad(mp_graph *g, mp_node *n, mp_err *err)
+{
+    if (need_float(g, n, 0, "dY", err) || need_float(g, n, 1, "X", err) || need_float(g, n, 2, "grid", err)) return -1;
+    const mp_value *dy = mp_in(g, n, 0), *x = mp_in(g, n, 1), *grid = mp_in(g, n, 2);
+    if (check_nc(g, dy, x, err)) return -1;
+    if (grid->rank >= 0 && grid->rank != x->rank)
+        return mp_fail(err, "grid has rank %d, X %d", grid->rank, x->rank);
+    return mp_set_out_like(g, n, 0, dy->dtype, x) || mp_set_out_like(g, n, 1, dy->dtype, grid) ? -1 : 0;
+}
+
+/* (dGrid, size) -> dTheta [N, r, r + 1], dGrid [N, d.., r] AffineGrid's output. */
+int shape_AffineGridGrad(mp_graph *g, mp_node *n, mp_err *err)
+{
+    if (need_float(g, n, 0, "dGrid", err)) return -1;
+    const mp_value *dg = mp_in(g, n, 0);
+    if (dg->rank >= 0 && dg->rank != 4 && dg->rank != 5) return mp_fail(err, "dGrid has rank %d; expected 4 or 5", dg->rank);
+    if (dg->rank < 0) return mp_set_out(g, n, 0, dg->dtype, 3, (mp_dim[]){MP_DIM_UNKNOWN, MP_DIM_UNKNOWN, MP_DIM_UNKNOWN});
+    int r = dg->rank - 2;
+    return mp_set_out(g, n, 0, dg->dtype, 3, (mp_dim[]){dg->dims[0], mp_dim_of(r), mp_dim_of(r + 1)});
+}
+
 /* The pools' kernel_shape, checked against the spatial rank. */
 static int pool_kernel(const mp_node *n, int rank, const int64_t **kd, mp_err *err)
 {

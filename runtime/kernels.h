@@ -50,7 +50,7 @@ typedef int (*mp_kernel_fn)(const mp_kargs *k, mp_err *err);
 
 /* Every kernel, registered or not, named by its ONNX op: mp_cpu_<Op>. */
 #define MP_CPU_KERNELS(X) \
-    X(Abs) X(Acos) X(Acosh) X(Adagrad) X(Adam) X(Add) X(And) \
+    X(Abs) X(Acos) X(Acosh) X(Adagrad) X(Adam) X(Add) X(AffineGrid) X(And) \
     X(ArgMax) X(ArgMin) X(Asin) X(Asinh) X(Atan) X(Atanh) X(Attention) \
     X(AveragePool) X(BatchNormalization) X(BitCast) X(BitShift) X(BitwiseAnd) X(BitwiseNot) X(BitwiseOr) \
     X(BitwiseXor) X(BlackmanWindow) X(Cast) X(CastLike) X(Ceil) X(Celu) X(CenterCropPad) \
@@ -59,7 +59,7 @@ typedef int (*mp_kernel_fn)(const mp_kargs *k, mp_err *err);
     X(Det) X(Div) X(Dropout) X(DynamicQuantizeLinear) X(Einsum) X(Elu) X(Equal) \
     X(Erf) X(Exp) X(Expand) X(EyeLike) X(Flatten) X(Floor) X(Gather) \
     X(GatherElements) X(GatherND) X(Gelu) X(Gemm) X(GlobalAveragePool) X(GlobalLpPool) X(GlobalMaxPool) \
-    X(Greater) X(GreaterOrEqual) X(GroupNormalization) X(HammingWindow) X(HannWindow) X(HardSigmoid) X(HardSwish) \
+    X(Greater) X(GreaterOrEqual) X(GridSample) X(GroupNormalization) X(HammingWindow) X(HannWindow) X(HardSigmoid) X(HardSwish) \
     X(Hardmax) X(Identity) X(InstanceNormalization) X(IsInf) X(IsNaN) X(LRN) X(LayerNormalization) \
     X(LeakyRelu) X(Less) X(LessOrEqual) X(Log) X(LogSoftmax) X(LpNormalization) X(LpPool) \
     X(MatMul) X(MatMulInteger) X(Max) X(MaxPool) X(MaxUnpool) X(Mean) X(MeanVarianceNormalization) \
@@ -81,7 +81,7 @@ MP_CPU_KERNELS(MP_CPU_DECLARE)
     X(ReluGrad) X(SigmoidGrad) X(TanhGrad) X(Scale) X(SumToShape) X(ReduceSumGrad) X(ReduceMeanGrad) \
     X(MatMulGradA) X(MatMulGradB) X(ErfGrad) X(SqrtGrad) X(PowGrad) X(WhereGrad) X(SoftmaxGrad) X(LogSoftmaxGrad) X(InstanceNormalizationGrad) X(GroupNormalizationGrad) X(RMSNormalizationGrad) X(AttentionGrad) X(NegativeLogLikelihoodGrad) X(SoftmaxCrossEntropyGrad) \
     X(GeluGrad) X(GatherGrad) X(LayerNormalizationGrad) X(ConvGrad) X(MaxPoolGrad) X(GlobalAveragePoolGrad) \
-    X(BatchNormalizationGrad) X(HardSigmoidGrad) X(HardSwishGrad) X(DropoutGrad) X(Zeros) X(AveragePoolGrad) X(SliceGrad) X(PadGrad) X(ResizeGrad) \
+    X(BatchNormalizationGrad) X(HardSigmoidGrad) X(HardSwishGrad) X(DropoutGrad) X(Zeros) X(AveragePoolGrad) X(SliceGrad) X(PadGrad) X(ResizeGrad) X(GridSampleGrad) X(AffineGridGrad) \
     X(SGDUpdate) X(MomentumUpdate) X(AdamUpdate) X(AdafactorUpdate) X(LRNGrad) X(LossScale) X(AllFinite) X(LossScaleUpdate)
 MP_CPU_GRAD_KERNELS(MP_CPU_DECLARE)
 #undef MP_CPU_DECLARE
