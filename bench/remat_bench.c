@@ -124,7 +124,10 @@ static int bench_graph(const char *path, double time_limit)
                     pct(pruned, sizeof pruned, 100.0 * pc.recompute_cost / base_cost);
                 }
                 double obj = info.objective > 1e-12 ? info.objective : 1e-12;
-                pct(gap, sizeof gap, info.objective > 1e-12 ? 100.0 * (info.objective - info.lp_bound) / obj : 0);
+                if (info.bounded)
+                    pct(gap, sizeof gap, info.objective > 1e-12 ? 100.0 * (info.objective - info.lp_bound) / obj : 0);
+                else
+                    snprintf(gap, sizeof gap, "no LP"); /* the relaxation did not finish in the time limit */
                 if (c.peak_bytes > budget || c.peak_bytes != info.model_peak) {
                     snprintf(status, sizeof status, "%s, recount %lld vs model %lld", status_names[info.status % 3],
                              (long long)c.peak_bytes, (long long)info.model_peak);

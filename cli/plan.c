@@ -774,6 +774,9 @@ static void print_plan_text(FILE *f, const plan *p)
     if (ilp_space_empty(p))
         fprintf(f, "%-18sinfeasible in %.2f s: no plan of the ILP's decision space fits (docs/ilp.md)\n", "solver",
                 p->info.seconds);
+    else if (p->solved && !p->info.bounded)
+        fprintf(f, "%-18s%s in %.2f s; its LP relaxation did not finish in the time limit, so no bound on the "
+                "space's best (raise --time-limit)\n", "solver", p->status, p->info.seconds);
     else if (p->solved)
         fprintf(f, "%-18s%s in %.2f s, MIP gap %.2f %%, LP bound %.2f %% overhead%s\n", "solver", p->status,
                 p->info.seconds, 100 * p->info.mip_gap, overhead_pct(p, p->info.lp_bound),
@@ -887,10 +890,10 @@ static void plan_json(mp_json *j, const void *ctx)
     if (p->solved) mp_json_num(j, p->info.seconds);
     else mp_json_null(j);
     mp_json_key(j, "mip_gap");
-    if (p->solved && !ilp_space_empty(p)) mp_json_num(j, p->info.mip_gap);
+    if (p->solved && !ilp_space_empty(p) && p->info.bounded) mp_json_num(j, p->info.mip_gap);
     else mp_json_null(j);
     mp_json_key(j, "lp_bound");
-    if (p->solved && !ilp_space_empty(p)) mp_json_num(j, p->info.lp_bound);
+    if (p->solved && !ilp_space_empty(p) && p->info.bounded) mp_json_num(j, p->info.lp_bound);
     else mp_json_null(j);
     mp_json_key(j, "any_plan_bound"); /* every plan's, not only the ILP space's (docs/ilp.md) */
     if (p->any_bound_step >= 0) mp_json_num(j, p->any_bound);

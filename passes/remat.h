@@ -225,6 +225,8 @@ typedef struct mp_rsolve_info {
     double objective;         /* recompute cost of the plan */
     double lp_bound;          /* LP relaxation (or best bound) of the objective */
     double mip_gap;           /* (objective - bound) / max(objective, tiny), 0 when optimal */
+    bool bounded;             /* the LP relaxation finished (or the plan is proven optimal); without it lp_bound
+                               * is 0 and mip_gap 1: they bound nothing */
     int64_t model_peak;       /* the peak the ILP counts for the plan */
     int32_t rows, cols, binaries;
     bool stalled;             /* GLPK stopped on a relaxation it could not solve (numerical trouble), before the

@@ -736,6 +736,7 @@ typedef struct solve_out {
     mp_rstatus status;
     bool found;
     bool stalled;             /* a simplex or the search failed on numerical trouble (not on the time limit) */
+    bool lp_done;             /* the LP relaxation was solved: bound is a bound */
     double lp_bound, bound;
     int32_t rows, cols;
 } solve_out;
@@ -801,6 +802,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         rc = 0;
         goto done;
     }
+    out->lp_done = st == GLP_OPT;
     if (st == GLP_OPT) out->lp_bound = out->bound = glp_get_obj_val(m.P) / m.oscale;
     else out->lp_bound = out->bound = peak_mode ? (double)sp->resident_bytes : 0; /* time limit in the LP */
     if (st == GLP_OPT && sp->ncand) { /* round the LP: a warm start near its optimum */
@@ -1108,6 +1110,7 @@ int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o,
     info->model_peak = sp->base_peak;
     if (sp->base_peak <= budget || sp->ncand == 0) { /* store everything fits, or nothing can move */
         info->status = sp->base_peak <= budget ? MP_RSOLVE_OPTIMAL : MP_RSOLVE_INFEASIBLE;
+        info->bounded = info->status == MP_RSOLVE_OPTIMAL; /* nothing to recompute: cost 0 is optimal */
         info->seconds = now() - t0;
         return 0;
     }
@@ -1176,6 +1179,7 @@ int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o,
     info->lp_bound = fmin(so.bound, info->objective);
     if (info->status == MP_RSOLVE_OPTIMAL) info->lp_bound = info->objective;
     info->mip_gap = fmax(0, (info->objective - info->lp_bound) / fmax(info->objective, 1e-12));
+    info->bounded = so.lp_done || info->status == MP_RSOLVE_OPTIMAL;
     info->rows = so.rows, info->cols = so.cols;
     rc = 0;
 done:

@@ -515,6 +515,22 @@ START_TEST(test_json_fields)
     for (size_t k = 0; k < sizeof lines / sizeof *lines; k++)
         ck_assert_msg(strstr(r.out, lines[k]), "no '%s' in\n%s", lines[k], r.out);
     run_free(&r);
+    /* a solve whose LP relaxation does not finish in its time limit (Moccasin's n500, 17,000 rows, in 50 ms)
+     * gives its warm start's plan and no bound: null gap and bound, and the text says so */
+    if (have_graphs()) {
+        const char *n500 = GRAPHS "random_layered_n500_w0.36_nlv0.75_ed0.2_scd0.14.json";
+        r = RUN("--graph-json", n500, "--budget", "90%", "--time-limit", "0.05", "--json");
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        parse_out(&r, &d);
+        ck_assert_str_eq(d.node[path_get(&d, "solver.status")].str, "feasible");
+        ck_assert_int_eq(d.node[path_get(&d, "solver.mip_gap")].type, MP_JNULL);
+        ck_assert_int_eq(d.node[path_get(&d, "solver.lp_bound")].type, MP_JNULL);
+        mp_jdoc_free(&d);
+        run_free(&r);
+        r = RUN("--graph-json", n500, "--budget", "90%", "--time-limit", "0.05");
+        ck_assert_msg(r.status == 0 && strstr(r.out, "did not finish in the time limit"), "%s%s", r.out, r.err);
+        run_free(&r);
+    }
     /* --gpu alone: the budget is its memory */
     r = RUN(MODEL("mlp.onnx"), "--batch", "8", "--gpu", "t4", "--json");
     ck_assert_msg(r.status == 0, "%s", r.err);
