@@ -1329,6 +1329,75 @@ static const char *lower_resize(cg *c, const mp_node *n)
     return resize_emit(c, grad ? MP_CU_RESIZE_DX : MP_CU_RESIZE, npass, pass, passf, res, grad ? y : x, grad ? x : y);
 }
 
+/* ---- sampling grids ------------------------------------------------------------------------------ */
+
+/* GridSample (X, grid -> Y) and GridSampleGrad (dY, X, grid -> dX, dGrid, either absent): float32, 1 to
+ * 3 spatial dims, as runtime/cpu_grid_sample.c. dX is a thread per (n, c) slice summing into doubles in the
+ * workspace in the CPU's order (points, then taps), so no atomics; dGrid a thread per point. */
+static const char *lower_grid_sample(cg *c, const mp_node *n)
+{
+    static const char *const modes[] = {"linear", "nearest", "cubic", "bilinear", "bicubic"};
+    static const char *const pads[] = {"zeros", "border", "reflection"};
+    bool grad = !strcmp(n->op_type, "GridSampleGrad");
+    const char *e = plain_f32(c, n);
+    if (e) return e;
+    int32_t x = vin(n, grad ? 1 : 0), grid = vin(n, grad ? 2 : 1), dy = grad ? vin(n, 0) : -1;
+    int32_t y = grad ? -1 : vout(n, 0), dx = grad ? vout(n, 0) : -1, dgrid = grad ? vout(n, 1) : -1;
+    if (x < 0 || grid < 0 || (!grad && y < 0) || (grad && dy < 0)) return "missing operands";
+    if (!is_f32(c, x) || !is_f32(c, grid)) return "operands other than float32";
+    int r = V(c, x)->rank - 2;
+    if (r < 1 || r > MP_CU_MAXSP) return "other than 1 to 3 spatial dims";
+    int mode = pick_name(mp_attr_str(n, "mode", "linear"), modes, 5), pad = pick_name(mp_attr_str(n, "padding_mode", "zeros"), pads, 3);
+    if (mode < 0 || pad < 0) return "an unknown mode or padding_mode";
+    int64_t p[MP_CU_NP] = {0}, N = dim(c, x, 0), C = dim(c, x, 1), np = 1, in = 1;
+    for (int i = 1; i <= r; i++) np *= dim(c, grid, i);
+    static const int mode_of[] = {GSM_LINEAR, GSM_NEAREST, GSM_CUBIC, GSM_LINEAR, GSM_CUBIC};
+    p[GS_R] = r, p[GS_MODE] = mode_of[mode], p[GS_PAD] = pad, p[GS_ALIGN] = mp_attr_int(n, "align_corners", 0) != 0;
+    p[GS_N] = N, p[GS_C] = C, p[GS_NP] = np;
+    for (int i = 0; i < r; i++) in *= (p[GS_DIMS + i] = dim(c, x, 2 + i));
+    if (!grad) {
+        if (!numel(c, y)) return NULL;
+        EMIT(I, MP_CU_GRID_SAMPLE, N * C * np);
+        memcpy(I->p, p, sizeof p);
+        I->p[GS_KIND] = GSK_FWD, I->t[0] = T(c, x), I->t[1] = T(c, grid), I->t[2] = T(c, y);
+        return NULL;
+    }
+    if (dx >= 0 && numel(c, dx)) {
+        need_ws(c, N * C * in * (int64_t)sizeof(double));
+        EMIT(I, MP_CU_GRID_SAMPLE, N * C);
+        memcpy(I->p, p, sizeof p);
+        I->p[GS_KIND] = GSK_DX, I->t[0] = T(c, dy), I->t[1] = T(c, grid), I->t[2] = MP_CU_WS, I->t[3] = T(c, dx);
+    }
+    if (dgrid >= 0 && numel(c, dgrid)) {
+        EMIT(I, MP_CU_GRID_SAMPLE, N * np);
+        memcpy(I->p, p, sizeof p);
+        I->p[GS_KIND] = GSK_DGRID, I->t[0] = T(c, dy), I->t[1] = T(c, x), I->t[2] = T(c, grid), I->t[3] = T(c, dgrid);
+    }
+    return NULL;
+}
+
+/* AffineGrid (theta, size -> grid) and AffineGridGrad (dGrid, size -> dTheta): float32, size a constant. */
+static const char *lower_affine_grid(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "AffineGridGrad");
+    const char *e = plain_f32(c, n);
+    if (e) return e;
+    int32_t in = vin(n, 0), out = vout(n, 0);
+    if (in < 0 || out < 0 || !is_f32(c, in) || !is_f32(c, out)) return "operands other than float32";
+    int64_t size[5];
+    int k = konst_ints(c, vin(n, 1), size, 5);
+    if (k != 4 && k != 5) return "a size that is not a constant of 4 or 5 entries";
+    int64_t p[MP_CU_NP] = {0}, np = 1;
+    p[AG_R] = k - 2, p[AG_ALIGN] = mp_attr_int(n, "align_corners", 0) != 0, p[AG_N] = size[0];
+    for (int i = 0; i < k - 2; i++) np *= (p[AG_DIMS + i] = size[2 + i]);
+    p[AG_NP] = np;
+    if (!numel(c, out)) return NULL;
+    EMIT(I, MP_CU_AFFINE_GRID, numel(c, out));
+    memcpy(I->p, p, sizeof p);
+    I->p[AG_KIND] = grad ? AGK_DTHETA : AGK_FWD, I->t[0] = T(c, in), I->t[1] = T(c, out);
+    return NULL;
+}
+
 /* ---- Pad and its gradient ------------------------------------------------------------------------- */
 
 /* Pad's (PadGrad's) mode, begin pads per axis and fill element's bytes, as runtime/cpu_tensor.c
@@ -1791,6 +1860,8 @@ static const struct {
     {"ReduceL1", lower_reduce}, {"ReduceL2", lower_reduce}, {"ReduceSumSquare", lower_reduce}, {"ReduceLogSum", lower_reduce},
     {"ReduceLogSumExp", lower_reduce}, {"ConvTranspose", lower_conv_transpose}, {"Resize", lower_resize},
     {"ResizeGrad", lower_resize}, {"Pad", lower_pad}, {"PadGrad", lower_pad}, {"Einsum", lower_einsum},
+    {"GridSample", lower_grid_sample}, {"GridSampleGrad", lower_grid_sample}, {"AffineGrid", lower_affine_grid},
+    {"AffineGridGrad", lower_affine_grid},
 };
 
 static lower_fn find_lowering(const char *op)

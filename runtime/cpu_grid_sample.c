@@ -56,7 +56,7 @@ static double reflect(double x, double lo, double hi, double *sign)
     }
     if (x >= lo && x <= hi) return x;
     double d = x < lo ? lo - x : x - hi, n = floor(d / span), rest = d - n * span;
-    bool even = fmod(n, 2) == 0;
+    bool even = fmod(n, 2.0) == 0;
     *sign = even ? -1 : 1;
     if (x < lo) return even ? lo + rest : hi - rest;
     return even ? hi - rest : lo + rest;

@@ -17,8 +17,10 @@
  *      CumSum, DepthToSpace/SpaceToDepth, Tile, Gather/ScatterElements, the
  *      trigonometric functions, RMSNormalization, NegativeLogLikelihoodLoss,
  *      GatherND/ScatterND, RotaryEmbedding and Attention no real model shows;
- *      another, a parameter small enough that the importer folds its Reshape,
- *      which must still train (not be baked into plan.cu);
+ *      another the sampling grids (GridSample in each mode and padding mode,
+ *      volumetric, AffineGrid 2-D and 3-D, with their gradients); another, a
+ *      parameter small enough that the importer folds its Reshape, which must
+ *      still train (not be baked into plan.cu);
  *   3. when nvcc is present, each plan.cu of step 1 compiles and links against
  *      the GPU runtime (compiled once: memplan_cuda.cu, mp_cu_cudnn.cu; cuBLAS,
  *      cuDNN), with every nvcc warning an error. */
@@ -632,6 +634,56 @@ START_TEST(op_forms_match_cpu)
 }
 END_TEST
 
+/* Sampling grids: GridSample in each mode and padding mode, align_corners both
+ * ways, 2-D grids as parameters (values past [-1, 1] reach the padding) and one
+ * volumetric; AffineGrid (2-D, and 3-D with align_corners) from parameter
+ * thetas feeding GridSamples. X and every grid train, so GridSampleGrad's dX
+ * and dGrid and AffineGridGrad's dTheta run. */
+static void write_grid_forms(const char *path)
+{
+    mp_ob *b = mp_ob_new("main_graph");
+    const char *x = mp_ob_input(b, "input", MP_FLOAT, 4, (const char *[]){"2", "2", "6", "6"});
+    const char *xp = OP(b, "Mul", x, mp_ob_param_uniform(b, "p", 3, (int64_t[]){2, 1, 1}, 1.0f)), *acc = NULL;
+    static const struct {
+        const char *mode, *pad;
+        int align;
+    } gs[] = {{"bilinear", "zeros", 0}, {"nearest", "border", 1}, {"bicubic", "reflection", 0},
+              {"bicubic", "border", 1}, {"bilinear", "reflection", 1}, {"nearest", "zeros", 0}};
+    for (size_t k = 0; k < sizeof gs / sizeof *gs; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "grid%zu", k);
+        Onnx__NodeProto *n = NODE(b, "GridSample", xp, mp_ob_param_uniform(b, name, 4, (int64_t[]){2, 4, 5, 2}, 1.3f));
+        mp_ob_attr_str(b, n, "mode", gs[k].mode);
+        mp_ob_attr_str(b, n, "padding_mode", gs[k].pad);
+        mp_ob_attr_int(b, n, "align_corners", gs[k].align);
+        add_scaled(b, &acc, n->output[0], 5.0f);
+    }
+    const char *x5 = OP(b, "Reshape", xp, mp_ob_const_i64(b, 1, 5, (int64_t[]){2, 2, 3, 2, 6}));
+    add_scaled(b, &acc, OP(b, "GridSample", x5, mp_ob_param_uniform(b, "grid3d", 5, (int64_t[]){2, 2, 3, 2, 3}, 1.2f)), 5.0f);
+    Onnx__NodeProto *a = NODE(b, "AffineGrid", mp_ob_param_uniform(b, "theta", 3, (int64_t[]){2, 2, 3}, 0.9f),
+                              mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 2, 5, 4}));
+    add_scaled(b, &acc, OP(b, "GridSample", xp, a->output[0]), 5.0f);
+    a = NODE(b, "AffineGrid", mp_ob_param_uniform(b, "theta3", 3, (int64_t[]){2, 3, 4}, 0.9f),
+             mp_ob_const_i64(b, 1, 5, (int64_t[]){2, 2, 2, 3, 2}));
+    mp_ob_attr_int(b, a, "align_corners", 1);
+    add_scaled(b, &acc, OP(b, "GridSample", x5, a->output[0]), 5.0f);
+    mp_ob_output(b, acc, "total", MP_FLOAT, 0, NULL);
+    mp_err err = {0};
+    ck_assert_msg(mp_ob_write(b, path, &err) > 0, "%s: %s", path, err.msg);
+    mp_ob_free(b);
+}
+
+START_TEST(grid_forms_match_cpu)
+{
+    char path[128], out[128];
+    snprintf(path, sizeof path, "%s/grid_forms.onnx", dir);
+    snprintf(out, sizeof out, "%s/grids", dir);
+    write_grid_forms(path);
+    const model m = {path, {"--optimizer", "sgd"}, 1};
+    check_on_host(&m, out, "GridSample/AffineGrid forms", FORMS_RTOL);
+}
+END_TEST
+
 /* A float initializer of at most 64 elements holds its values, so the importer
  * folds a Reshape of it as shape arithmetic; the parameter is still trained, so
  * plan.cu must read it each step, not bake the file's values into the Reshape
@@ -723,6 +775,7 @@ static Suite *suite(void)
     tcase_add_test(tc, refusal_names_the_op);
     tcase_add_test(tc, host_runtime_matches_cpu);
     tcase_add_test(tc, op_forms_match_cpu);
+    tcase_add_test(tc, grid_forms_match_cpu);
     tcase_add_test(tc, folded_param_trains);
     tcase_add_test(tc, every_op_lowers);
     suite_add_tcase(s, tc);

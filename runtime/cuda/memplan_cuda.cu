@@ -180,6 +180,8 @@ static void init_launchers(void)
     launchers[MP_CU_SCATTER_ND] = launch<k_scatter_nd>;
     launchers[MP_CU_ROTARY] = launch<k_rotary>;
     launchers[MP_CU_ATTENTION] = launch<k_attention>;
+    launchers[MP_CU_GRID_SAMPLE] = launch<k_grid_sample>;
+    launchers[MP_CU_AFFINE_GRID] = launch<k_affine_grid>;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */

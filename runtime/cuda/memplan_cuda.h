@@ -55,6 +55,8 @@ enum {
     MP_CU_SCATTER_ND,   /* a thread per output element: data, then the update rows whose index hits it, in order */
     MP_CU_ROTARY,       /* RotaryEmbedding: a thread per rotated pair or passed-through element */
     MP_CU_ATTENTION,    /* Attention and its gradient in kinds: a row's statistics, then a thread per output element */
+    MP_CU_GRID_SAMPLE,  /* GridSample, its dX (a thread per (n, c) slice) and dGrid (a thread per point) in kinds */
+    MP_CU_AFFINE_GRID,  /* AffineGrid and its dTheta in kinds */
     MP_CU_OP_COUNT
 };
 

@@ -1647,6 +1647,225 @@ MP_HD void k_attention(const mp_cu_args *a, int64_t t)
     mp_cu_st(a->x[8], a->dt[8], mp_cu_at_view((int)p[AT_KFLAT + (kind == ATK_DV)], p[AT_HKV], Sk, w, b, hk, s, d), acc);
 }
 
+/* ---- GridSample, AffineGrid and their gradients (runtime/cpu_grid_sample.c) ---------------- */
+
+/* p: kind, spatial rank r (1..MP_CU_MAXSP), mode (linear, nearest, cubic), padding (zeros, border,
+ * reflection), align_corners, N, C, output points per batch entry, X's spatial dims[r].
+ * GSK_FWD (x0 X, x1 grid, x2 Y): a thread per output element. GSK_DX (x0 dY, x1 grid, x2 the workspace,
+ * x3 dX): a thread per (n, c) runs the CPU's scatter of its slice, points then taps ascending, into doubles,
+ * then rounds the slice once. GSK_DGRID (x0 dY, x1 X, x2 grid, x3 dGrid): a thread per (n, point). */
+enum { GS_KIND = 0, GS_R, GS_MODE, GS_PAD, GS_ALIGN, GS_N, GS_C, GS_NP, GS_DIMS };
+enum { GSK_FWD = 0, GSK_DX, GSK_DGRID };
+enum { GSM_LINEAR = 0, GSM_NEAREST, GSM_CUBIC };
+enum { GSP_ZEROS = 0, GSP_BORDER, GSP_REFLECTION };
+
+MP_HD double mp_cu_gs_reflect(double x, double lo, double hi, double *sign)
+{
+    double span = hi - lo;
+    *sign = 1;
+    if (span <= 0) {
+        *sign = 0;
+        return lo;
+    }
+    if (x >= lo && x <= hi) return x;
+    double d = x < lo ? lo - x : x - hi, n = floor(d / span), rest = d - n * span;
+    int even = fmod(n, 2.0) == 0;
+    *sign = even ? -1 : 1;
+    if (x < lo) return even ? lo + rest : hi - rest;
+    return even ? hi - rest : lo + rest;
+}
+
+/* One dim's taps at normalized coordinate g, as cpu_grid_sample.c dim_taps: the count (0: none). */
+MP_HD int mp_cu_gs_taps(const int64_t *p, double g, int64_t d, int64_t *idx, double *w, double *dw)
+{
+    int mode = (int)p[GS_MODE], pad = (int)p[GS_PAD], align = (int)p[GS_ALIGN];
+    double x = align ? (g + 1) / 2 * (double)(d - 1) : ((g + 1) * (double)d - 1) / 2;
+    double dxdg = align ? (double)(d - 1) / 2 : (double)d / 2;
+    if (!isfinite(x)) return 0;
+    if (mode == GSM_NEAREST) x = rint(x), dxdg = 0;
+    double lo = align ? 0 : -0.5, hi = align ? (double)(d - 1) : (double)d - 0.5, sign;
+    if (x < lo || x > hi) {
+        if (pad == GSP_BORDER) x = x < 0 ? 0 : (double)(d - 1), dxdg = 0;
+        else if (pad == GSP_REFLECTION) x = mp_cu_gs_reflect(x, lo, hi, &sign), dxdg *= sign;
+        else if (x < -8 || x > (double)d + 8) return 0;
+    }
+    int n;
+    int64_t base;
+    if (mode == GSM_NEAREST) {
+        base = (int64_t)x;
+        n = 1, w[0] = 1, dw[0] = 0;
+    } else {
+        double f = floor(x), t = x - f;
+        base = (int64_t)f;
+        if (mode == GSM_LINEAR) {
+            n = 2, w[0] = 1 - t, w[1] = t, dw[0] = -dxdg, dw[1] = dxdg;
+        } else {
+            const double a = -0.75;
+            double s4[4] = {1 + t, t, 1 - t, 2 - t}, ds[4] = {1, 1, -1, -1};
+            n = 4, base -= 1;
+            for (int i = 0; i < 4; i++) {
+                double y = s4[i], dc;
+                if (i == 0 || i == 3) {
+                    w[i] = ((a * y - 5 * a) * y + 8 * a) * y - 4 * a;
+                    dc = ds[i] * ((3 * a * y - 10 * a) * y + 8 * a);
+                } else {
+                    w[i] = ((a + 2) * y - (a + 3)) * y * y + 1;
+                    dc = ds[i] * (3 * (a + 2) * y - 2 * (a + 3)) * y;
+                }
+                dw[i] = dc * dxdg;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t j = base + i;
+        if (pad == GSP_ZEROS) j = j >= 0 && j < d ? j : -1;
+        else if (pad == GSP_BORDER) j = j < 0 ? 0 : j >= d ? d - 1 : j;
+        else j = (int64_t)mp_cu_gs_reflect((double)j, lo, hi, &sign);
+        if (j >= d) j = d - 1;
+        idx[i] = j < 0 && pad != GSP_ZEROS ? 0 : j;
+    }
+    return n;
+}
+
+/* A point's taps per dim (grid's last axis lists the dims last first); 0 when a dim samples nothing. */
+typedef struct mp_cu_gs_point {
+    int r, n[MP_CU_MAXSP];
+    int64_t idx[MP_CU_MAXSP][4];
+    double w[MP_CU_MAXSP][4], dw[MP_CU_MAXSP][4];
+} mp_cu_gs_point;
+
+MP_HD int mp_cu_gs_point_of(const mp_cu_args *a, const void *grid, int gdt, int64_t n, int64_t q, mp_cu_gs_point *pt)
+{
+    const int64_t *p = a->p;
+    int r = (int)p[GS_R];
+    pt->r = r;
+    for (int i = 0; i < r; i++) {
+        double g = mp_cu_ld(grid, gdt, (n * p[GS_NP] + q) * r + (r - 1 - i));
+        if (!(pt->n[i] = mp_cu_gs_taps(p, g, p[GS_DIMS + i], pt->idx[i], pt->w[i], pt->dw[i]))) return 0;
+    }
+    return 1;
+}
+
+/* Tap combination `at` (odometer, last dim fastest, as the CPU's): its offset in a slice (-1: zero),
+ * the product of its weights in dim order and, when d >= 0, with dim d's weight differentiated. */
+MP_HD int64_t mp_cu_gs_combo(const int64_t *p, const mp_cu_gs_point *pt, const int *at, int d, double *prod)
+{
+    int64_t off = 0;
+    int zero = 0;
+    double w = 1;
+    for (int i = 0; i < pt->r; i++) {
+        int64_t j = pt->idx[i][at[i]];
+        zero |= j < 0;
+        off = off * p[GS_DIMS + i] + (j < 0 ? 0 : j);
+    }
+    if (d < 0)
+        for (int i = 0; i < pt->r; i++) w *= pt->w[i][at[i]];
+    else {
+        w = pt->dw[d][at[d]];
+        for (int i = 0; i < pt->r; i++)
+            if (i != d) w *= pt->w[i][at[i]];
+    }
+    *prod = w;
+    return zero ? -1 : off;
+}
+
+MP_HD int mp_cu_gs_next(const mp_cu_gs_point *pt, int *at)
+{
+    int i = pt->r - 1;
+    while (i >= 0 && ++at[i] == pt->n[i]) at[i--] = 0;
+    return i >= 0;
+}
+
+MP_HD void k_grid_sample(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    int64_t C = p[GS_C], np = p[GS_NP], in = 1;
+    for (int d = 0; d < p[GS_R]; d++) in *= p[GS_DIMS + d];
+    mp_cu_gs_point pt;
+    int at[MP_CU_MAXSP] = {0};
+    if (p[GS_KIND] == GSK_FWD) { /* i = (n C + c) np + q */
+        int64_t q = i % np, c = (i / np) % C, n = i / (np * C);
+        double s = 0, w;
+        if (mp_cu_gs_point_of(a, a->x[1], a->dt[1], n, q, &pt))
+            do {
+                int64_t off = mp_cu_gs_combo(p, &pt, at, -1, &w);
+                if (off >= 0) s += w * mp_cu_ld(a->x[0], a->dt[0], (n * C + c) * in + off);
+            } while (mp_cu_gs_next(&pt, at));
+        mp_cu_st(a->x[2], a->dt[2], i, s);
+    } else if (p[GS_KIND] == GSK_DX) { /* i = n C + c: its slice of dX */
+        int64_t n = i / C;
+        double *acc = (double *)a->x[2] + i * in;
+        for (int64_t k = 0; k < in; k++) acc[k] = 0;
+        for (int64_t q = 0; q < np; q++) {
+            if (!mp_cu_gs_point_of(a, a->x[1], a->dt[1], n, q, &pt)) continue;
+            double d = mp_cu_ld(a->x[0], a->dt[0], i * np + q), w;
+            for (int k = 0; k < pt.r; k++) at[k] = 0;
+            do {
+                int64_t off = mp_cu_gs_combo(p, &pt, at, -1, &w);
+                if (off >= 0) acc[off] += d * w;
+            } while (mp_cu_gs_next(&pt, at));
+        }
+        for (int64_t k = 0; k < in; k++) mp_cu_st(a->x[3], a->dt[3], i * in + k, acc[k]);
+    } else { /* GSK_DGRID: i = n np + q */
+        int64_t q = i % np, n = i / np;
+        int r = (int)p[GS_R];
+        double dg[MP_CU_MAXSP] = {0};
+        if (mp_cu_gs_point_of(a, a->x[2], a->dt[2], n, q, &pt))
+            for (int64_t c = 0; c < C; c++) {
+                double d = mp_cu_ld(a->x[0], a->dt[0], (n * C + c) * np + q), w;
+                for (int k = 0; k < r; k++) at[k] = 0;
+                do {
+                    int64_t off = mp_cu_gs_combo(p, &pt, at, -1, &w);
+                    if (off < 0) continue;
+                    double v = d * mp_cu_ld(a->x[1], a->dt[1], (n * C + c) * in + off);
+                    for (int k = 0; k < r; k++) {
+                        double dw;
+                        mp_cu_gs_combo(p, &pt, at, k, &dw);
+                        dg[k] += v * dw;
+                    }
+                } while (mp_cu_gs_next(&pt, at));
+            }
+        for (int k = 0; k < r; k++) mp_cu_st(a->x[3], a->dt[3], (n * np + q) * r + (r - 1 - k), dg[k]);
+    }
+}
+
+/* p: kind, r (2, 3), align_corners, N, points per entry, the spatial sizes[r]. AGK_FWD (x0 theta, x1
+ * grid): a thread per grid element; AGK_DTHETA (x0 dGrid, x1 dTheta): a thread per dTheta element, its
+ * sum over the points in order. */
+enum { AG_KIND = 0, AG_R, AG_ALIGN, AG_N, AG_NP, AG_DIMS };
+enum { AGK_FWD = 0, AGK_DTHETA };
+
+/* Coordinate j of the base point of flat spatial index pidx: (x, y[, z], 1), x along the last dim. */
+MP_HD double mp_cu_ag_base(const int64_t *p, int64_t pidx, int j)
+{
+    int r = (int)p[AG_R];
+    if (j == r) return 1;
+    int dim = r - 1 - j; /* coordinate j runs along spatial dim r - 1 - j */
+    for (int i = r - 1; i > dim; i--) pidx /= p[AG_DIMS + i];
+    int64_t len = p[AG_DIMS + dim], k = pidx % len;
+    if (p[AG_ALIGN]) return len > 1 ? -1 + 2.0 * (double)k / (double)(len - 1) : -1;
+    return -1 + (2.0 * (double)k + 1) / (double)len;
+}
+
+MP_HD void k_affine_grid(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    int r = (int)p[AG_R];
+    int64_t np = p[AG_NP];
+    if (p[AG_KIND] == AGK_FWD) { /* i = (n np + point) r + k */
+        int64_t k = i % r, pt = (i / r) % np, n = i / (r * np);
+        double v = 0;
+        for (int j = 0; j <= r; j++) v += mp_cu_ld(a->x[0], a->dt[0], (n * r + k) * (r + 1) + j) * mp_cu_ag_base(p, pt, j);
+        mp_cu_st(a->x[1], a->dt[1], i, v);
+    } else { /* i = (n r + k) (r + 1) + j */
+        int64_t j = i % (r + 1), k = (i / (r + 1)) % r, n = i / ((r + 1) * r);
+        double acc = 0;
+        for (int64_t pt = 0; pt < np; pt++)
+            acc += mp_cu_ld(a->x[0], a->dt[0], (n * np + pt) * r + k) * mp_cu_ag_base(p, pt, (int)j);
+        mp_cu_st(a->x[1], a->dt[1], i, acc);
+    }
+}
+
 /* ---- which launches the GPU runs as a block per output ------------------------------------- */
 
 /* True when the GPU runs this launch as a block of MP_CU_BLOCK threads per output, row or
