@@ -623,14 +623,22 @@ static void write_op_forms(const char *path)
     mp_ob_free(b);
 }
 
-START_TEST(op_forms_match_cpu)
+/* Writes a forms model with `write` into the test's folder as NAME.onnx and checks it on the host runtime
+ * (SGD: a gradient's scale shows in the losses). */
+static void check_forms(void (*write)(const char *), const char *name, const char *label)
 {
     char path[128], out[128];
-    snprintf(path, sizeof path, "%s/op_forms.onnx", dir);
-    snprintf(out, sizeof out, "%s/forms", dir);
-    write_op_forms(path);
-    const model m = {path, {"--optimizer", "sgd"}, 1}; /* SGD: a gradient's scale shows */
-    check_on_host(&m, out, "Reduce*/Resize/ConvTranspose/Pad/Einsum/activation/normalization/CumSum/permutation/ND/attention forms", FORMS_RTOL);
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    snprintf(out, sizeof out, "%s/%s", dir, name);
+    write(path);
+    const model m = {path, {"--optimizer", "sgd"}, 1};
+    check_on_host(&m, out, label, FORMS_RTOL);
+}
+
+START_TEST(op_forms_match_cpu)
+{
+    check_forms(write_op_forms, "op_forms",
+                "Reduce*/Resize/ConvTranspose/Pad/Einsum/activation/normalization/CumSum/permutation/ND/attention forms");
 }
 END_TEST
 
@@ -673,15 +681,7 @@ static void write_grid_forms(const char *path)
     mp_ob_free(b);
 }
 
-START_TEST(grid_forms_match_cpu)
-{
-    char path[128], out[128];
-    snprintf(path, sizeof path, "%s/grid_forms.onnx", dir);
-    snprintf(out, sizeof out, "%s/grids", dir);
-    write_grid_forms(path);
-    const model m = {path, {"--optimizer", "sgd"}, 1};
-    check_on_host(&m, out, "GridSample/AffineGrid forms", FORMS_RTOL);
-}
+START_TEST(grid_forms_match_cpu) { check_forms(write_grid_forms, "grid_forms", "GridSample/AffineGrid forms"); }
 END_TEST
 
 /* A float initializer of at most 64 elements holds its values, so the importer

@@ -478,30 +478,52 @@ START_TEST(torch_zoo)
 }
 END_TEST
 
-/* y = Sin(x * W): Sin has no gradient rule and lies between W and the loss. */
-START_TEST(no_rule_error)
+/* x [2, 3] (input) times W [2, 3] (parameter) into *xw; *y the graph's output,
+ * named `out`, for the caller's node; with `extra`, an int64 [4] graph input of
+ * that name too (*extra_id). Link and infer after adding the node. */
+static mp_graph *xw_graph(const char *out, int32_t *xw, int32_t *y, const char *extra, int32_t *extra_id)
 {
     mp_graph *g = mp_graph_new(NULL);
-    mp_dim d[2] = {mp_dim_of(2), mp_dim_of(3)};
+    mp_dim d[2] = {mp_dim_of(2), mp_dim_of(3)}, d4[1] = {mp_dim_of(4)};
     int32_t x = mp_graph_add_value(g, "x"), w = mp_graph_add_value(g, "W");
-    int32_t xw = mp_graph_add_value(g, "xw"), y = mp_graph_add_value(g, "y");
+    *xw = mp_graph_add_value(g, "xw"), *y = mp_graph_add_value(g, out);
     mp_value_set(g, x, MP_FLOAT, 2, d);
     mp_value_set(g, w, MP_FLOAT, 2, d);
     g->values[x].flags = MP_VAL_INPUT;
     g->values[w].flags = MP_VAL_INITIALIZER;
-    g->values[y].flags = MP_VAL_OUTPUT;
-    static int32_t ins[1], inits[1], outs[1];
-    ins[0] = x, inits[0] = w, outs[0] = y;
+    g->values[*y].flags = MP_VAL_OUTPUT;
+    int32_t *ins = mp_arena_alloc(g->arena, 2 * sizeof *ins), *inits = mp_arena_alloc(g->arena, sizeof *inits);
+    int32_t *outs = mp_arena_alloc(g->arena, sizeof *outs);
+    ins[0] = x, inits[0] = w, outs[0] = *y;
     g->inputs = ins, g->ninputs = 1, g->inits = inits, g->ninits = 1, g->outputs = outs, g->noutputs = 1;
-    mp_graph_add_node(g, "mul", "Mul", "", 2, (int32_t[]){x, w}, 1, &xw);
-    mp_graph_add_node(g, "the_hardmax", "Hardmax", "", 1, &xw, 1, &y);
+    if (extra) {
+        *extra_id = ins[g->ninputs++] = mp_graph_add_value(g, extra);
+        mp_value_set(g, *extra_id, MP_INT64, 1, d4);
+        g->values[*extra_id].flags = MP_VAL_INPUT;
+    }
+    mp_graph_add_node(g, "mul", "Mul", "", 2, (int32_t[]){x, w}, 1, xw);
+    return g;
+}
+
+/* Builds the step of g with loss `kind`; it must fail with a message holding a and b. */
+static void build_fails(mp_graph *g, mp_loss_kind kind, const char *a, const char *b)
+{
     mp_err err;
     ck_assert_msg(!mp_graph_link(g, &err), "%s", err.msg);
     ck_assert_msg(!mp_infer(g, &err), "%s", err.msg);
     mp_train_opts o = mp_train_defaults();
-    o.loss = MP_LOSS_SUM;
+    o.loss = kind;
     ck_assert_int_eq(mp_train_build(g, &o, &err), -1);
-    ck_assert_msg(strstr(err.msg, "the_hardmax") && strstr(err.msg, "Hardmax"), "message: %s", err.msg);
+    ck_assert_msg(strstr(err.msg, a) && strstr(err.msg, b), "message: %s", err.msg);
+}
+
+/* y = Hardmax(x * W): Hardmax has no gradient rule and lies between W and the loss. */
+START_TEST(no_rule_error)
+{
+    int32_t xw, y;
+    mp_graph *g = xw_graph("y", &xw, &y, NULL, NULL);
+    mp_graph_add_node(g, "the_hardmax", "Hardmax", "", 1, &xw, 1, &y);
+    build_fails(g, MP_LOSS_SUM, "the_hardmax", "Hardmax");
     mp_graph_free(g);
 }
 END_TEST
@@ -510,32 +532,15 @@ END_TEST
  * loss's dtype) has no encoding there (before, storing it recursed forever). */
 START_TEST(fp8_loss_error)
 {
-    mp_graph *g = mp_graph_new(NULL);
-    mp_dim d[2] = {mp_dim_of(2), mp_dim_of(3)};
-    int32_t x = mp_graph_add_value(g, "x"), w = mp_graph_add_value(g, "W");
-    int32_t xw = mp_graph_add_value(g, "xw"), y = mp_graph_add_value(g, "y8");
-    mp_value_set(g, x, MP_FLOAT, 2, d);
-    mp_value_set(g, w, MP_FLOAT, 2, d);
-    g->values[x].flags = MP_VAL_INPUT;
-    g->values[w].flags = MP_VAL_INITIALIZER;
-    g->values[y].flags = MP_VAL_OUTPUT;
-    static int32_t ins[1], inits[1], outs[1];
-    ins[0] = x, inits[0] = w, outs[0] = y;
-    g->inputs = ins, g->ninputs = 1, g->inits = inits, g->ninits = 1, g->outputs = outs, g->noutputs = 1;
-    mp_graph_add_node(g, "mul", "Mul", "", 2, (int32_t[]){x, w}, 1, &xw);
-    mp_node *cast = &g->nodes[mp_graph_add_node(g, "to_fp8", "Cast", "", 1, &xw, 1, &y)];
-    ad_attr_int(g, cast, "to", MP_FLOAT8E4M3FN);
-    mp_err err;
-    ck_assert_msg(!mp_graph_link(g, &err), "%s", err.msg);
-    ck_assert_msg(!mp_infer(g, &err), "%s", err.msg);
-    ck_assert_int_eq(g->values[y].dtype, MP_FLOAT8E4M3FN);
     for (int k = 0; k < 2; k++) {
-        mp_train_opts o = mp_train_defaults();
-        o.loss = k ? MP_LOSS_SUM : MP_LOSS_AUTO;
-        ck_assert_int_eq(mp_train_build(g, &o, &err), -1);
-        ck_assert_msg(strstr(err.msg, "'y8'") && strstr(err.msg, "float8e4m3fn"), "message: %s", err.msg);
+        int32_t xw, y;
+        mp_graph *g = xw_graph("y8", &xw, &y, NULL, NULL);
+        mp_node *cast = &g->nodes[mp_graph_add_node(g, "to_fp8", "Cast", "", 1, &xw, 1, &y)];
+        ad_attr_int(g, cast, "to", MP_FLOAT8E4M3FN);
+        build_fails(g, k ? MP_LOSS_SUM : MP_LOSS_AUTO, "'y8'", "float8e4m3fn");
+        ck_assert_int_eq(g->values[y].dtype, MP_FLOAT8E4M3FN);
+        mp_graph_free(g);
     }
-    mp_graph_free(g);
 }
 END_TEST
 
@@ -543,29 +548,10 @@ END_TEST
  * input) has no size: the step is refused naming the forward value and node. */
 START_TEST(value_dependent_shape_error)
 {
-    mp_graph *g = mp_graph_new(NULL);
-    mp_dim d[2] = {mp_dim_of(2), mp_dim_of(3)}, d4[1] = {mp_dim_of(4)};
-    int32_t x = mp_graph_add_value(g, "x"), w = mp_graph_add_value(g, "W"), pads = mp_graph_add_value(g, "pads");
-    int32_t xw = mp_graph_add_value(g, "xw"), y = mp_graph_add_value(g, "padded");
-    mp_value_set(g, x, MP_FLOAT, 2, d);
-    mp_value_set(g, w, MP_FLOAT, 2, d);
-    mp_value_set(g, pads, MP_INT64, 1, d4);
-    g->values[x].flags = g->values[pads].flags = MP_VAL_INPUT;
-    g->values[w].flags = MP_VAL_INITIALIZER;
-    g->values[y].flags = MP_VAL_OUTPUT;
-    static int32_t ins[2], inits[1], outs[1];
-    ins[0] = x, ins[1] = pads, inits[0] = w, outs[0] = y;
-    g->inputs = ins, g->ninputs = 2, g->inits = inits, g->ninits = 1, g->outputs = outs, g->noutputs = 1;
-    mp_graph_add_node(g, "mul", "Mul", "", 2, (int32_t[]){x, w}, 1, &xw);
+    int32_t xw, y, pads;
+    mp_graph *g = xw_graph("padded", &xw, &y, "pads", &pads);
     mp_graph_add_node(g, "the_pad", "Pad", "", 2, (int32_t[]){xw, pads}, 1, &y);
-    mp_err err;
-    ck_assert_msg(!mp_graph_link(g, &err), "%s", err.msg);
-    ck_assert_msg(!mp_infer(g, &err), "%s", err.msg);
-    mp_train_opts o = mp_train_defaults();
-    o.loss = MP_LOSS_MSE;
-    ck_assert_int_eq(mp_train_build(g, &o, &err), -1);
-    ck_assert_msg(strstr(err.msg, "'padded'") && strstr(err.msg, "the_pad") && strstr(err.msg, "values known only"),
-                  "message: %s", err.msg);
+    build_fails(g, MP_LOSS_MSE, "'padded' (from node 'the_pad'", "values known only when the model runs");
     mp_graph_free(g);
 }
 END_TEST
