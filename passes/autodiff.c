@@ -202,7 +202,7 @@ int32_t ad_sum_to(mp_ad *ad, int32_t dy, int32_t v, bool *own)
     return ad_infer(ad, n) ? -1 : out;
 }
 
-int32_t ad_extra_output(mp_ad *ad, int32_t n, int k, const char *suffix, mp_dtype t)
+int32_t ad_extra_output(mp_ad *ad, int32_t n, int k, const char *suffix, mp_dtype t, int32_t like)
 {
     mp_graph *g = ad->g;
     mp_node *nd = &g->nodes[n];
@@ -214,9 +214,25 @@ int32_t ad_extra_output(mp_ad *ad, int32_t n, int k, const char *suffix, mp_dtyp
     outs[k] = v;
     nd->out = outs;
     nd->nout = k + 1;
-    const mp_value *y = &g->values[outs[0]];
+    const mp_value *y = &g->values[like];
     mp_value_set(g, v, t, y->rank, y->dims);
     return v;
+}
+
+int ad_grad_node(mp_ad *ad, int32_t n, const char *op, int nin, const int32_t *in, int k, const char *const *suffix)
+{
+    const mp_node *f = &ad->g->nodes[n];
+    int32_t out[8] = {0}, fin[8] = {0};
+    for (int i = 0; i < k; i++) {
+        fin[i] = i < f->nin ? f->in[i] : -1;
+        out[i] = ad_needs(ad, fin[i]) ? ad_value(ad, suffix[i], "", MP_ROLE_TRANSIENT) : -1;
+    }
+    int32_t g = ad_add(ad, op, "memplan", nin, in, k, out);
+    ad_attr_copy(ad->g, &ad->g->nodes[g], n);
+    if (ad_infer(ad, g)) return -1;
+    for (int i = 0; i < k; i++)
+        if (out[i] >= 0 && ad_give(ad, fin[i], out[i], true)) return -1;
+    return 0;
 }
 
 int ad_give(mp_ad *ad, int32_t v, int32_t gval, bool own)

@@ -59,10 +59,16 @@ int ad_known_dims(mp_ad *ad, int32_t v, int64_t *dims, int *rank);
 /* Sums dy over the axes it was broadcast along so it has v's shape: dy itself
  * when the shapes agree (*own = false), else a SumToShape node. */
 int32_t ad_sum_to(mp_ad *ad, int32_t dy, int32_t v, bool *own);
-/* Output k of forward node n (the mask of Dropout, the indices of MaxPool),
- * adding it to the node when the model did not ask for it: a new value named
- * after output 0 plus suffix, of dtype t and output 0's shape. */
-int32_t ad_extra_output(mp_ad *ad, int32_t n, int k, const char *suffix, mp_dtype t);
+/* Output k of forward node n (the mask of Dropout, the indices of MaxPool,
+ * SoftmaxCrossEntropyLoss's log_prob), adding it to the node when the model did
+ * not ask for it: a new value named after output 0 plus suffix, of dtype t and
+ * the shape of value `like`. */
+int32_t ad_extra_output(mp_ad *ad, int32_t n, int k, const char *suffix, mp_dtype t, int32_t like);
+/* The rule of an op whose gradient is one memplan node: op(in[0..nin)) with n's
+ * attributes gives the gradients of n's first k inputs, output i (named
+ * suffix[i]) present only when input i needs one; k <= 8 (Conv, the
+ * normalizations, GridSample). */
+int ad_grad_node(mp_ad *ad, int32_t n, const char *op, int nin, const int32_t *in, int k, const char *const *suffix);
 /* Adds a contribution to v's gradient (an Add when one is there already). */
 int ad_give(mp_ad *ad, int32_t v, int32_t gval, bool own);
 /* ad_sum_to + ad_give. */

@@ -237,7 +237,7 @@ int mp_grad_Dropout(mp_ad *ad, int32_t node, const int32_t *dy)
             g->values[OUT(0)].alias = IN(0); /* the same storage */
         return ad_give(ad, IN(0), dy[0], false);
     }
-    int32_t mask = ad_extra_output(ad, node, 1, "_mask", MP_BOOL);
+    int32_t mask = ad_extra_output(ad, node, 1, "_mask", MP_BOOL, OUT(0));
     int32_t in[2] = {dy[0], mask};
     int32_t out;
     int32_t n = ad_add1(ad, "DropoutGrad", "memplan", 2, in, "grad_dropout", &out);

@@ -86,16 +86,9 @@ int mp_grad_Gemm(mp_ad *ad, int32_t node, const int32_t *dy)
 /* Conv: dX reads W, dW reads X, dB reads nothing; one ConvGrad node. */
 int mp_grad_Conv(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    int32_t in[3] = {dy[0], IN(0), IN(1)}, out[3] = {-1, -1, -1};
+    int32_t in[3] = {dy[0], IN(0), IN(1)};
     static const char *const suffix[3] = {"grad_x", "grad_w", "grad_b"};
-    for (int k = 0; k < 3; k++)
-        if (ad_needs(ad, IN(k))) out[k] = ad_value(ad, suffix[k], "", MP_ROLE_TRANSIENT);
-    int32_t n = ad_add(ad, "ConvGrad", "memplan", 3, in, 3, out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    for (int k = 0; k < 3; k++)
-        if (out[k] >= 0 && ad_give(ad, IN(k), out[k], true)) return -1;
-    return 0;
+    return ad_grad_node(ad, node, "ConvGrad", 3, in, 3, suffix);
 }
 
 /* Copies the window attributes ConvTranspose and Conv share (strides,
@@ -174,16 +167,9 @@ int mp_grad_ConvTranspose(mp_ad *ad, int32_t node, const int32_t *dy)
 /* Normalizations: one node of (dY, X, scale[, mean, var]) giving dX, dScale, dBias. */
 static int norm(mp_ad *ad, int32_t node, const int32_t *dy, const char *op, int nin)
 {
-    int32_t in[5] = {dy[0], IN(0), IN(1), IN(3), IN(4)}, out[3] = {-1, -1, -1};
+    int32_t in[5] = {dy[0], IN(0), IN(1), IN(3), IN(4)};
     static const char *const suffix[3] = {"grad_x", "grad_scale", "grad_bias"};
-    for (int k = 0; k < 3; k++)
-        if (ad_needs(ad, IN(k))) out[k] = ad_value(ad, suffix[k], "", MP_ROLE_TRANSIENT);
-    int32_t n = ad_add(ad, op, "memplan", nin, in, 3, out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    for (int k = 0; k < 3; k++)
-        if (out[k] >= 0 && ad_give(ad, IN(k), out[k], true)) return -1;
-    return 0;
+    return ad_grad_node(ad, node, op, nin, in, 3, suffix);
 }
 
 /* BatchNormalization: reads X and scale (batch statistics are recomputed from
@@ -203,7 +189,7 @@ int mp_grad_LayerNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
  * max_pool2d_with_indices saves both; a MaxPool without an Indices output gets one. */
 int mp_grad_MaxPool(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    int32_t idx = ad_extra_output(ad, node, 1, "_indices", MP_INT64);
+    int32_t idx = ad_extra_output(ad, node, 1, "_indices", MP_INT64, OUT(0));
     int32_t in[3] = {dy[0], IN(0), idx}, out;
     int32_t n = ad_add1(ad, "MaxPoolGrad", "memplan", 3, in, "grad_x", &out);
     ad_attr_copy(ad->g, &ad->g->nodes[n], node);
@@ -259,15 +245,7 @@ int mp_grad_NegativeLogLikelihoodLoss(mp_ad *ad, int32_t node, const int32_t *dy
  * scores' shape and type, as a training Dropout gets its mask. */
 int mp_grad_SoftmaxCrossEntropyLoss(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    if (OUT(1) < 0) {
-        const mp_value *x = &ad->g->values[IN(0)];
-        mp_dtype t = x->dtype;
-        int rank = x->rank;
-        mp_dim dims[MP_MAX_RANK];
-        memcpy(dims, x->dims, (size_t)rank * sizeof *dims);
-        int32_t lp = ad_extra_output(ad, node, 1, "_log_prob", t);
-        mp_value_set(ad->g, lp, t, rank, dims);
-    }
+    ad_extra_output(ad, node, 1, "_log_prob", ad->g->values[IN(0)].dtype, IN(0));
     int32_t in[4] = {dy[0], OUT(1), IN(1), IN(2)}, out;
     int32_t n = ad_add1(ad, "SoftmaxCrossEntropyGrad", "memplan", IN(2) >= 0 ? 4 : 3, in, "grad_logits", &out);
     ad_attr_copy(ad->g, &ad->g->nodes[n], node);

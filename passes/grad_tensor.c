@@ -385,16 +385,9 @@ int mp_grad_ScatterND(mp_ad *ad, int32_t node, const int32_t *dy)
  * gives dX and dGrid at once. Reads X and grid. */
 int mp_grad_GridSample(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    int32_t in[3] = {dy[0], IN(0), IN(1)}, out[2] = {-1, -1};
+    int32_t in[3] = {dy[0], IN(0), IN(1)};
     static const char *const suffix[2] = {"grad_x", "grad_grid"};
-    for (int k = 0; k < 2; k++)
-        if (ad_needs(ad, IN(k))) out[k] = ad_value(ad, suffix[k], "", MP_ROLE_TRANSIENT);
-    int32_t n = ad_add(ad, "GridSampleGrad", "memplan", 3, in, 2, out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    for (int k = 0; k < 2; k++)
-        if (out[k] >= 0 && ad_give(ad, IN(k), out[k], true)) return -1;
-    return 0;
+    return ad_grad_node(ad, node, "GridSampleGrad", 3, in, 2, suffix);
 }
 
 /* AffineGrid: dTheta = AffineGridGrad(dGrid, size){align_corners}, the base grid's
