@@ -8,7 +8,7 @@
 #   bench/plan_bench.sh [BUILD_DIR] [EXTRA_MODELS_DIR]
 #
 # Models: ../shared/models/torch (ResNet-50, GPT-2-small class, ViT-B/16);
-# EXTRA_MODELS_DIR may hold swin_t.onnx (bench/export_models.py makes it).
+# EXTRA_MODELS_DIR may hold swin_t.onnx and zoo/ (bench/export_models.py [--zoo] makes them).
 # Needs python3 only to read the JSON (any python3). Skips what is absent.
 set -eu
 BUILD=${1:-build}
@@ -57,4 +57,11 @@ else
 fi
 if [ -n "$EXTRA" ] && [ -f "$EXTRA/swin_t.onnx" ]; then
     row "swin_t b8 (6,556-node forward)" "$EXTRA/swin_t.onnx" --batch 8 -- 90 70 50
+fi
+# the zoo of bench/export_models.py --zoo: each model with its options, at three budgets
+if [ -n "$EXTRA" ] && [ -f "$EXTRA/zoo/options.txt" ]; then
+    while read -r file opts; do
+        # shellcheck disable=SC2086
+        row "$(basename "$file" _train.onnx) $(echo $opts | sed 's/--batch /b/; s/--dim [a-z]*=/s/')" "$EXTRA/zoo/$file" $opts -- 70 50 30
+    done < "$EXTRA/zoo/options.txt"
 fi
