@@ -412,3 +412,16 @@ int mp_grad_Asinh(mp_ad *ad, int32_t node, const int32_t *dy) { return inverse_t
 int mp_grad_Acosh(mp_ad *ad, int32_t node, const int32_t *dy) { return inverse_trig(ad, node, dy, 1, -1, true, false); }
 int mp_grad_Atan(mp_ad *ad, int32_t node, const int32_t *dy) { return inverse_trig(ad, node, dy, 1, 1, false, false); }
 int mp_grad_Atanh(mp_ad *ad, int32_t node, const int32_t *dy) { return inverse_trig(ad, node, dy, -1, 1, false, false); }
+
+/* SwiGLU: Y = A s B with s = sigmoid(alpha A); dA = dY B s (1 + alpha A (1 - s)),
+ * dB = dY A s (each summed back to its input's shape). Reads A and B. */
+int mp_grad_SwiGLU(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t a = IN(0), b = IN(1);
+    double alpha = mp_attr_float(NODE, "alpha", 1.0f);
+    int32_t aa = bin(ad, "Mul", a, scalar(ad, a, alpha)), s = un(ad, "Sigmoid", aa);
+    if (ad_needs(ad, b) && ad_give_sum(ad, b, bin(ad, "Mul", dy[0], bin(ad, "Mul", a, s)), true)) return -1;
+    if (!ad_needs(ad, a)) return 0;
+    int32_t slope = bin(ad, "Add", scalar(ad, a, 1), bin(ad, "Mul", aa, bin(ad, "Sub", scalar(ad, a, 1), s)));
+    return ad_give_sum(ad, a, bin(ad, "Mul", bin(ad, "Mul", dy[0], b), bin(ad, "Mul", s, slope)), true);
+}

@@ -413,3 +413,31 @@ int mp_grad_RotaryEmbedding(mp_ad *ad, int32_t node, const int32_t *dy)
     if (ad_infer(ad, n)) return -1;
     return ad_give(ad, IN(0), out, true);
 }
+
+/* v summed to the keepdims shape kd (SumToShape). */
+static int32_t sum_keep(mp_ad *ad, int32_t v, const int64_t *kd, int rank)
+{
+    if (v < 0) return -1;
+    int32_t out, n = ad_add1(ad, "SumToShape", "memplan", 1, &v, "grad_norm", &out);
+    ad_attr_ints(ad->g, &ad->g->nodes[n], "shape", kd, rank);
+    return ad_infer(ad, n) ? -1 : out;
+}
+
+/* LpNormalization: Y = X / ||X||_p along the axis, so dX = (dY - d sum(dY Y)) / ||X||_p,
+ * d = Y for p = 2 and sign(X) for p = 1 (the norm recomputed from X). Reads X and Y. */
+int mp_grad_LpNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int64_t p = mp_attr_int(NODE, "p", 2), axis = mp_attr_int(NODE, "axis", -1), kd[MP_MAX_RANK];
+    int rank;
+    if (p != 1 && p != 2) return mp_fail(ad->err, "p must be 1 or 2, not %lld", (long long)p);
+    if (ad_known_dims(ad, IN(0), kd, &rank)) return -1;
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return mp_fail(ad->err, "axis out of range");
+    kd[axis] = 1;
+    int32_t x = IN(0), y = OUT(0);
+    int32_t s = sum_keep(ad, emit2(ad, "Mul", dy[0], y), kd, rank);
+    int32_t norm = p == 2 ? emit1(ad, "Sqrt", sum_keep(ad, emit2(ad, "Mul", x, x), kd, rank))
+                          : sum_keep(ad, emit1(ad, "Abs", x), kd, rank);
+    int32_t d = p == 2 ? y : emit1(ad, "Sign", x);
+    return ad_give(ad, x, emit2(ad, "Div", emit2(ad, "Sub", dy[0], emit2(ad, "Mul", d, s)), norm), true);
+}

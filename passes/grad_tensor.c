@@ -443,3 +443,64 @@ int mp_grad_CumSum(mp_ad *ad, int32_t node, const int32_t *dy)
     if (ad_infer(ad, n)) return -1;
     return ad_give(ad, IN(0), out, true);
 }
+
+/* MaxUnpool: X's entry i went to the output position Indices[i] (flat over
+ * the whole unpooled tensor, as MaxPool gives it), so dX = dY flattened and
+ * gathered at Indices. Reads the indices. With an output_shape other than the
+ * default the positions are not flat indices of dY, and two entries sent to
+ * one position (overlapping windows) would both read its gradient where the
+ * forward kept one: neither is supported. */
+int mp_grad_MaxUnpool(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int64_t xd[MP_MAX_RANK], yd[MP_MAX_RANK];
+    int xr, yr;
+    if (ad_known_dims(ad, IN(0), xd, &xr) || ad_known_dims(ad, OUT(0), yd, &yr)) return -1;
+    const int64_t *ks, *ss, *ps;
+    int n = xr - 2, nk = mp_attr_ints(NODE, "kernel_shape", &ks), ns = mp_attr_ints(NODE, "strides", &ss),
+        np = mp_attr_ints(NODE, "pads", &ps);
+    if (n < 1 || nk != n || yr != xr) return mp_fail(ad->err, "needs X of rank >= 3 and one kernel dim per spatial axis");
+    for (int i = 0; i < n; i++) {
+        int64_t def = (xd[2 + i] - 1) * (ns == n ? ss[i] : 1) + ks[i] - (np == 2 * n ? ps[i] + ps[n + i] : 0);
+        if (yd[2 + i] != def)
+            return mp_fail(ad->err, "the gradient with an output_shape other than the default (%lld, not %lld, "
+                           "at spatial axis %d) is not supported", (long long)yd[2 + i], (long long)def, i);
+    }
+    int64_t all = -1;
+    int32_t in[2] = {dy[0], ad_const_ints(ad, &all, 1)};
+    int32_t flat = in[1] < 0 ? -1 : ad_emit(ad, "Reshape", "", 2, in, "grad_unpool");
+    int32_t g[2] = {flat, IN(1)};
+    return flat < 0 ? -1 : ad_give(ad, IN(0), ad_emit(ad, "Gather", "", 2, g, "grad_unpool"), true);
+}
+
+/* ReverseSequence: reversing the same prefixes again. Reads sequence_lens. */
+int mp_grad_ReverseSequence(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t in[2] = {dy[0], IN(1)}, out;
+    int32_t n = ad_add1(ad, "ReverseSequence", "", 2, in, "grad_reverse", &out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}
+
+/* CenterCropPad: cropping and zero padding about the center are each other's
+ * adjoint (both put the smaller extent at (larger - smaller) / 2), so dX is
+ * dY cropped or padded back to X's extents on the same axes. Reads nothing. */
+int mp_grad_CenterCropPad(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int64_t xd[MP_MAX_RANK], to[MP_MAX_RANK];
+    int xr, nto = 0;
+    if (ad_known_dims(ad, IN(0), xd, &xr)) return -1;
+    const int64_t *axes;
+    int na = mp_attr_ints(NODE, "axes", &axes);
+    for (int i = 0; i < (na >= 0 ? na : xr); i++) {
+        int64_t a = na >= 0 ? (axes[i] < 0 ? axes[i] + xr : axes[i]) : i;
+        if (a < 0 || a >= xr) return mp_fail(ad->err, "axis %lld out of range", (long long)axes[i]);
+        to[nto++] = xd[a];
+    }
+    int32_t in[2] = {dy[0], ad_const_ints(ad, to, nto)}, out;
+    if (in[1] < 0) return -1;
+    int32_t n = ad_add1(ad, "CenterCropPad", "", 2, in, "grad_crop", &out);
+    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
+    if (ad_infer(ad, n)) return -1;
+    return ad_give(ad, IN(0), out, true);
+}

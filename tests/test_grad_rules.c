@@ -393,6 +393,30 @@ static const tcase cases[] = {
     {"scatter_opset10", 10, MP_LOSS_MSE, SIGNED,
      {{"p", 'p', 2, {3, 4}}, {"u", 'p', 2, {2, 4}}, {"ix", 'i', 2, {2, 4}, {2, 0, 1, 2, 0, 1, 2, 0}}},
      {{"Scatter", {"p", "ix", "u"}, {"y"}}}},
+    /* MaxUnpool after the MaxPool whose indices it reads (non-overlapping windows), 2-D and 1-D */
+    {"maxpool_maxunpool_2d", 17, MP_LOSS_MSE, SIGNED, {{"x", 'x', 4, {1, 2, 4, 6}}, {"p", 'p', 4, {1, 2, 4, 6}}},
+     {{"Mul", {"x", "p"}, {"a"}},
+      {"MaxPool", {"a"}, {"m", "idx"}, {IS("kernel_shape", 2, 2), IS("strides", 2, 2)}},
+      {"MaxUnpool", {"m", "idx"}, {"y"}, {IS("kernel_shape", 2, 2), IS("strides", 2, 2)}}}},
+    {"maxpool_maxunpool_1d_pads", 17, MP_LOSS_MSE, SIGNED, {{"x", 'x', 3, {2, 2, 7}}, {"p", 'p', 3, {2, 2, 7}}},
+     {{"Mul", {"x", "p"}, {"a"}},
+      {"MaxPool", {"a"}, {"m", "idx"}, {IS("kernel_shape", 2), IS("strides", 2), IS("pads", 1, 0)}},
+      {"MaxUnpool", {"m", "idx"}, {"y"}, {IS("kernel_shape", 2), IS("strides", 2), IS("pads", 1, 0)}}}},
+    /* LpNormalization: p = 2 on signed values, p = 1 (sign(X)) on an inner axis */
+    {"lp_normalization_p2", 17, MP_LOSS_MSE, SIGNED, {{"x", 'x', 2, {3, 4}}, {"p", 'p', 2, {3, 4}}},
+     {{"Mul", {"x", "p"}, {"a"}}, {"LpNormalization", {"a"}, {"y"}}}},
+    {"lp_normalization_p1_axis", 17, MP_LOSS_MSE, SIGNED, {{"x", 'x', 3, {2, 3, 2}}, {"p", 'p', 3, {2, 3, 2}}},
+     {{"Mul", {"x", "p"}, {"a"}}, {"LpNormalization", {"a"}, {"y"}, {I("p", 1), I("axis", 1)}}}},
+    /* SwiGLU (opset 28): both halves trained, alpha not 1 */
+    {"swiglu_alpha", 28, MP_LOSS_MSE, SIGNED, {{"x", 'x', 2, {3, 4}}, {"p", 'p', 2, {3, 4}}, {"q", 'p', 2, {3, 4}}},
+     {{"Mul", {"x", "p"}, {"a"}}, {"Mul", {"x", "q"}, {"b"}}, {"SwiGLU", {"a", "b"}, {"y"}, {F("alpha", 1.5f)}}}},
+    /* ReverseSequence: time-major, three lengths; CenterCropPad cropping one axis and padding another */
+    {"reverse_sequence", 17, MP_LOSS_MSE, SIGNED,
+     {{"x", 'x', 3, {4, 3, 2}}, {"p", 'p', 3, {4, 3, 2}}, {"len", 'i', 1, {3}, {4, 2, 1}}},
+     {{"Mul", {"x", "p"}, {"a"}}, {"ReverseSequence", {"a", "len"}, {"y"}, {I("batch_axis", 1), I("time_axis", 0)}}}},
+    {"center_crop_pad", 18, MP_LOSS_MSE, SIGNED,
+     {{"x", 'x', 3, {2, 5, 4}}, {"p", 'p', 3, {2, 5, 4}}, {"to", 'i', 1, {2}, {3, 7}}},
+     {{"Mul", {"x", "p"}, {"a"}}, {"CenterCropPad", {"a", "to"}, {"y"}, {IS("axes", 1, -1)}}}},
     /* GridSample: X and the grid both trained; grid values past [-1, 1] reach the padding */
     {"grid_sample_linear_zeros", 20, MP_LOSS_MSE, SIGNED,
      {{"p", 'p', 4, {1, 2, 3, 4}}, {"g", 'p', 4, {1, 2, 3, 2}}},
