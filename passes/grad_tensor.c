@@ -446,10 +446,10 @@ int mp_grad_CumSum(mp_ad *ad, int32_t node, const int32_t *dy)
 
 /* MaxUnpool: X's entry i went to the output position Indices[i] (flat over
  * the whole unpooled tensor, as MaxPool gives it), so dX = dY flattened and
- * gathered at Indices. Reads the indices. With an output_shape other than the
- * default the positions are not flat indices of dY, and two entries sent to
- * one position (overlapping windows) would both read its gradient where the
- * forward kept one: neither is supported. */
+ * gathered at Indices. Reads the indices. Refused: an output_shape other than
+ * the default (the positions are then not flat indices of dY), and windows
+ * that overlap (kernel over stride: two entries sent to one position would
+ * both read its gradient where the forward kept one). */
 int mp_grad_MaxUnpool(mp_ad *ad, int32_t node, const int32_t *dy)
 {
     int64_t xd[MP_MAX_RANK], yd[MP_MAX_RANK];
@@ -464,6 +464,9 @@ int mp_grad_MaxUnpool(mp_ad *ad, int32_t node, const int32_t *dy)
         if (yd[2 + i] != def)
             return mp_fail(ad->err, "the gradient with an output_shape other than the default (%lld, not %lld, "
                            "at spatial axis %d) is not supported", (long long)yd[2 + i], (long long)def, i);
+        if (ks[i] > (ns == n ? ss[i] : 1))
+            return mp_fail(ad->err, "the gradient with overlapping windows (kernel %lld over stride %lld at spatial "
+                           "axis %d) is not supported", (long long)ks[i], (long long)(ns == n ? ss[i] : 1), i);
     }
     int64_t all = -1;
     int32_t in[2] = {dy[0], ad_const_ints(ad, &all, 1)};

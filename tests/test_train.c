@@ -822,6 +822,29 @@ START_TEST(finite_differences_cnn)
 }
 END_TEST
 
+/* MaxUnpool of MaxPool(x * W) with overlapping windows (kernel 3, stride 2):
+ * two entries may go to one position, so the gradient is refused by name. */
+START_TEST(unpool_overlap_error)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    int32_t x = dvalue(g, "x", MP_VAL_INPUT, 4, (int64_t[]){1, 1, 5, 5});
+    int32_t w = dvalue(g, "W", MP_VAL_INITIALIZER, 4, (int64_t[]){1, 1, 5, 5});
+    int32_t a = dvalue(g, "a", 0, -1, NULL), m = dvalue(g, "m", 0, -1, NULL), ix = dvalue(g, "ix", 0, -1, NULL);
+    int32_t y = dvalue(g, "y", 0, -1, NULL);
+    mp_graph_add_node(g, "mul", "Mul", "", 2, (int32_t[]){x, w}, 1, &a);
+    int32_t nodes[2] = {mp_graph_add_node(g, "pool", "MaxPool", "", 1, &a, 2, (int32_t[]){m, ix}),
+                        mp_graph_add_node(g, "the_unpool", "MaxUnpool", "", 2, (int32_t[]){m, ix}, 1, &y)};
+    for (int k = 0; k < 2; k++) {
+        g->nodes[nodes[k]].attrs = mp_arena_alloc(g->arena, 2 * sizeof(mp_attr)), g->nodes[nodes[k]].nattrs = 2;
+        set_ints(g, nodes[k], 0, "kernel_shape", 2, (int64_t[]){3, 3});
+        set_ints(g, nodes[k], 1, "strides", 2, (int64_t[]){2, 2});
+    }
+    set_io(g, x, y);
+    build_fails(g, MP_LOSS_SUM, "the_unpool", "overlapping windows (kernel 3 over stride 2");
+    mp_graph_free(g);
+}
+END_TEST
+
 /* MSE of Flatten(Dropout(Slice(AveragePool(HardSigmoid(HardSwish(x * W)))))) with a
  * training-mode Dropout (its mask output is added by the rule): HardSwish,
  * HardSigmoid, AveragePoolGrad, SliceGrad, DropoutGrad. */
@@ -1093,6 +1116,7 @@ int main(void)
     tcase_add_test(tc, finite_differences_elementwise);
     tcase_add_test(tc, finite_differences_squeeze);
     tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, unpool_overlap_error);
     tcase_add_test(tc, torch_peer);
     tcase_add_test(tc, fused_expansions);
     tcase_add_test(tc, fused_expansions_equal);
