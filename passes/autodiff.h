@@ -118,6 +118,17 @@ int mp_train_fuse(mp_graph *g, mp_err *err);
  * be (sequence_lens shorter than the sequence, an unknown activation, an
  * unbound dim); relinks the graph. */
 int mp_unroll_rnn(mp_graph *g, mp_err *err);
+/* Writes onnxruntime's fused contrib ops (Gelu, BiasGelu, FastGelu,
+ * SimplifiedLayerNormalization, SkipLayerNormalization,
+ * SkipSimplifiedLayerNormalization, FusedMatMul) as the ONNX ops they fuse,
+ * in their place (contrib.c); fails naming a node whose form has no ONNX
+ * equivalent; relinks the graph. */
+int mp_contrib_lower(mp_graph *g, mp_err *err);
+/* Replaces each node that match() accepts by the nodes rewrite(g, node)
+ * appends (writing the node's own output values), in the node's place in the
+ * node order; fails with rewrite's message; relinks the graph (expand.c). */
+int mp_expand_nodes(mp_graph *g, bool (*match)(const mp_node *), int (*rewrite)(mp_graph *, int32_t, mp_err *),
+                    mp_err *err);
 /* Emits gradient accumulation (micro_batches > 1) and the optimizer update;
  * with ls (fp16), updates that skip a step whose gradients are not all finite. */
 int mp_optimizer_build(mp_graph *g, const mp_train_opts *o, const int32_t *param_grad, const int32_t *master,

@@ -507,7 +507,7 @@ int mp_train_build(mp_graph *g, const mp_train_opts *o, mp_err *err)
 /* The loss, backward and optimizer, after classification (and lowering). */
 static int build_step(mp_graph *g, const mp_train_opts *o, const int32_t *master, mp_err *err)
 {
-    if (mp_unroll_rnn(g, err) || mp_train_fuse(g, err)) return -1;
+    if (mp_unroll_rnn(g, err) || mp_contrib_lower(g, err) || mp_train_fuse(g, err)) return -1;
     mark_views(g);
     mp_ad ad = {g, err, MP_PHASE_LOSS, g->nvalues, NULL, NULL, NULL};
     int32_t loss = build_loss(&ad, o->loss, g->outputs[0]);

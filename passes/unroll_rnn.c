@@ -564,43 +564,4 @@ static bool is_recurrent(const mp_node *n)
     return onnx && (!strcmp(n->op_type, "RNN") || !strcmp(n->op_type, "GRU") || !strcmp(n->op_type, "LSTM"));
 }
 
-int mp_unroll_rnn(mp_graph *g, mp_err *err)
-{
-    int32_t n0 = g->nnodes, nrnn = 0;
-    for (int32_t i = 0; i < n0; i++) nrnn += is_recurrent(&g->nodes[i]);
-    if (!nrnn) return 0;
-    /* 1. unroll each at the end of the array, noting where its nodes lie */
-    int32_t *begin = malloc((size_t)n0 * sizeof *begin), *end = malloc((size_t)n0 * sizeof *end);
-    mp_node *order = NULL;
-    int rc = -1;
-    if (!begin || !end) {
-        mp_fail(err, "out of memory");
-        goto done;
-    }
-    for (int32_t i = 0; i < n0; i++) {
-        begin[i] = end[i] = -1;
-        if (!is_recurrent(&g->nodes[i])) continue;
-        begin[i] = g->nnodes;
-        if (unroll(g, i, err)) {
-            g->nnodes = n0;
-            goto done;
-        }
-        end[i] = g->nnodes;
-    }
-    /* 2. move each unrolling into its node's place, dropping the node */
-    int32_t k = 0;
-    if (!(order = malloc((size_t)g->nnodes * sizeof *order))) {
-        mp_fail(err, "out of memory");
-        goto done;
-    }
-    for (int32_t i = 0; i < n0; i++) {
-        if (begin[i] < 0) order[k++] = g->nodes[i];
-        for (int32_t j = begin[i]; j >= 0 && j < end[i]; j++) order[k++] = g->nodes[j];
-    }
-    memcpy(g->nodes, order, (size_t)k * sizeof *order);
-    g->nnodes = k;
-    rc = mp_graph_link(g, err);
-done:
-    free(begin), free(end), free(order);
-    return rc;
-}
+int mp_unroll_rnn(mp_graph *g, mp_err *err) { return mp_expand_nodes(g, is_recurrent, unroll, err); }

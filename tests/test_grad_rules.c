@@ -49,9 +49,9 @@ typedef struct tval {
 } tval;
 
 typedef struct tnode {
-    const char *op;
+    const char *op;    /* "domain:op" outside the default domain (com.microsoft:SkipLayerNormalization) */
     const char *in[8]; /* "" : an omitted optional input (the recurrent ops take up to 8) */
-    const char *out[2];
+    const char *out[4];
     tattr a[6];
 } tnode;
 
@@ -417,6 +417,26 @@ static const tcase cases[] = {
     {"center_crop_pad", 18, MP_LOSS_MSE, SIGNED,
      {{"x", 'x', 3, {2, 5, 4}}, {"p", 'p', 3, {2, 5, 4}}, {"to", 'i', 1, {2}, {3, 7}}},
      {{"Mul", {"x", "p"}, {"a"}}, {"CenterCropPad", {"a", "to"}, {"y"}, {IS("axes", 1, -1)}}}},
+    /* onnxruntime's contrib ops, written as the ONNX ops they fuse (passes/contrib.c); the Skip forms'
+     * sum (input_skip_bias_sum) feeds the next residual, as the transformer optimizer leaves it */
+    {"ms_bias_gelu_fast_gelu", 17, MP_LOSS_MSE, SIGNED, {{"x", 'x', 2, {3, 4}}, {"p", 'p', 2, {3, 4}}, {"b", 'p', 1, {4}}},
+     {{"Mul", {"x", "p"}, {"a"}}, {"com.microsoft:BiasGelu", {"a", "b"}, {"g"}},
+      {"com.microsoft:FastGelu", {"g", "b"}, {"h"}}, {"com.microsoft:Gelu", {"h"}, {"y"}}}},
+    {"ms_skip_layer_norm", 17, MP_LOSS_MSE, SIGNED,
+     {{"x", 'x', 3, {2, 3, 4}}, {"p", 'p', 3, {2, 3, 4}}, {"s", 'p', 3, {2, 3, 4}}, {"g", 'p', 1, {4}},
+      {"be", 'p', 1, {4}}, {"bi", 'p', 1, {4}}},
+     {{"Mul", {"x", "p"}, {"a"}},
+      {"com.microsoft:SkipLayerNormalization", {"a", "s", "g", "be", "bi"}, {"n", "", "", "sum"}, {F("epsilon", 1e-3f)}},
+      {"Mul", {"n", "sum"}, {"y"}}}},
+    {"ms_skip_simplified_norm", 17, MP_LOSS_MSE, SIGNED,
+     {{"x", 'x', 3, {2, 3, 4}}, {"p", 'p', 3, {2, 3, 4}}, {"s", 'p', 3, {2, 3, 4}}, {"g", 'p', 1, {4}},
+      {"bi", 'p', 1, {4}}, {"g2", 'p', 1, {4}}},
+     {{"Mul", {"x", "p"}, {"a"}},
+      {"com.microsoft:SkipSimplifiedLayerNormalization", {"a", "s", "g", "bi"}, {"n", "", "", "sum"}, {F("epsilon", 1e-3f)}},
+      {"Add", {"n", "sum"}, {"r"}}, {"SimplifiedLayerNormalization", {"r", "g2"}, {"y"}, {F("epsilon", 1e-3f)}}}},
+    {"ms_fused_matmul", 17, MP_LOSS_MSE, SIGNED, {{"x", 'x', 3, {2, 4, 3}}, {"p", 'p', 3, {2, 4, 3}}, {"w", 'p', 2, {5, 4}}},
+     {{"Mul", {"x", "p"}, {"a"}},
+      {"com.microsoft:FusedMatMul", {"a", "w"}, {"y"}, {I("transA", 1), I("transB", 1), F("alpha", 0.5f)}}}},
     /* GridSample: X and the grid both trained; grid values past [-1, 1] reach the padding */
     {"grid_sample_linear_zeros", 20, MP_LOSS_MSE, SIGNED,
      {{"p", 'p', 4, {1, 2, 3, 4}}, {"g", 'p', 4, {1, 2, 3, 2}}},
@@ -609,14 +629,17 @@ static mp_graph *build(const tcase *c)
     for (int i = 0; i < 8 && c->v[i].name; i++) add_leaf(g, &c->v[i], ins, &nin);
     for (int k = 0; k < 4 && c->n[k].op; k++) {
         const tnode *t = &c->n[k];
-        int32_t in[8], out[2];
+        int32_t in[8], out[4];
         int ni = 0, no = 0;
         for (; ni < 8 && t->in[ni]; ni++) {
             in[ni] = !*t->in[ni] ? -1 : mp_graph_find(g, t->in[ni]);
             ck_assert_msg(!*t->in[ni] || in[ni] >= 0, "%s: no value '%s'", c->name, t->in[ni]);
         }
-        for (; no < 2 && t->out[no]; no++) out[no] = mp_graph_add_value(g, t->out[no]);
-        int32_t n = mp_graph_add_node(g, t->op, t->op, "", ni, in, no, out);
+        for (; no < 4 && t->out[no]; no++) out[no] = !*t->out[no] ? -1 : mp_graph_add_value(g, t->out[no]);
+        char domain[32] = "";
+        const char *op = strchr(t->op, ':') ? strchr(t->op, ':') + 1 : t->op;
+        if (op != t->op) snprintf(domain, sizeof domain, "%.*s", (int)(op - t->op - 1), t->op);
+        int32_t n = mp_graph_add_node(g, t->op, op, domain, ni, in, no, out);
         set_attrs(g, &g->nodes[n], t->a);
         y = out[0];
     }
@@ -635,9 +658,13 @@ static const char *missing(const tcase *c)
 {
     static char why[128];
     for (int k = 0; k < 4 && c->n[k].op; k++) {
-        const mp_op_def *d = mp_op_find(c->n[k].op, "");
-        /* the recurrent ops have no rule: the training step unrolls them first */
-        bool unrolled = !strcmp(c->n[k].op, "RNN") || !strcmp(c->n[k].op, "GRU") || !strcmp(c->n[k].op, "LSTM");
+        const char *op = c->n[k].op, *colon = strchr(op, ':');
+        char domain[32] = "";
+        if (colon) snprintf(domain, sizeof domain, "%.*s", (int)(colon - op), op);
+        const mp_op_def *d = mp_op_find(colon ? colon + 1 : op, domain);
+        /* the recurrent ops and onnxruntime's contrib ops have no rule: the training step rewrites them first */
+        bool unrolled = !strcmp(op, "RNN") || !strcmp(op, "GRU") || !strcmp(op, "LSTM") || colon ||
+                        !strcmp(op, "SimplifiedLayerNormalization");
         if (!d || (!mp_grad_rule_for(d->id) && !unrolled)) {
             snprintf(why, sizeof why, "no gradient rule registered for %s", c->n[k].op);
             return why;

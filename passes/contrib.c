@@ -1,0 +1,209 @@
+/* contrib.c - writes onnxruntime's fused contrib ops (what its transformer
+ * optimizer leaves in a model) as the ONNX ops they fuse, before autodiff:
+ *
+ *   Gelu (com.microsoft)                      Gelu(X)
+ *   BiasGelu (com.microsoft)                  Gelu(X + bias)
+ *   FastGelu (com.microsoft)                  Gelu(X [+ bias]){approximate tanh}
+ *   SimplifiedLayerNormalization              RMSNormalization(X, scale){axis, epsilon, stash_type}
+ *   SkipLayerNormalization (com.microsoft)    s = input + skip [+ bias]; LayerNormalization(s, gamma[, beta])
+ *   SkipSimplifiedLayerNormalization (c.m.)   s = input + skip [+ bias]; RMSNormalization(s, gamma)
+ *   FusedMatMul (com.microsoft)               alpha * MatMul(A or A^T, B or B^T)
+ *
+ * The rewrite writes the node's own output values (the Skip ops' sum goes to
+ * input_skip_bias_sum, LayerNormalization's statistics to mean and
+ * inv_std_var), so the step then trains by the ONNX ops' gradient rules,
+ * runs on the CPU executor, lowers to CUDA, and saves what those rules save.
+ * What has no ONNX form is refused by name: the RMS forms' statistics when
+ * something reads them, FusedMatMul's transBatch attributes. */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes/autodiff.h"
+
+typedef struct rw {
+    mp_ad ad;
+    mp_graph *g;
+    const mp_node *n; /* the node rewritten (a copy: the node array grows) */
+    bool bad;
+} rw;
+
+#define IN(k) ((k) < r->n->nin ? r->n->in[k] : -1)
+#define OUT(k) ((k) < r->n->nout ? r->n->out[k] : -1)
+
+/* op(in...) named "<node>/<what>", its output out (-1: a new value), not yet inferred; -1 after a failure. */
+static int32_t begin(rw *r, const char *op, int nin, const int32_t *in, int32_t *out, const char *what)
+{
+    if (r->bad) return -1;
+    char name[512];
+    snprintf(name, sizeof name, "%s/%s", r->n->name ? r->n->name : "", what);
+    if (*out < 0) *out = ad_value(&r->ad, name, "", MP_ROLE_ACTIVATION);
+    return mp_graph_add_node(r->g, name, op, "", nin, in, 1, out);
+}
+
+static int32_t finish(rw *r, int32_t node, int32_t out)
+{
+    if (node < 0 || r->bad) return -1;
+    if (ad_infer(&r->ad, node)) r->bad = true;
+    return r->bad ? -1 : out;
+}
+
+static int32_t emit(rw *r, const char *op, int nin, const int32_t *in, int32_t out, const char *what)
+{
+    int32_t n = begin(r, op, nin, in, &out, what); /* sets out first */
+    return finish(r, n, out);
+}
+
+static bool read_later(const rw *r, int32_t v)
+{
+    return v >= 0 && (r->g->values[v].ncons > 0 || (r->g->values[v].flags & MP_VAL_OUTPUT));
+}
+
+/* Fails, naming the node, when output k is read: its ONNX form has no such output. */
+static void no_output(rw *r, int k, const char *what)
+{
+    if (!r->bad && read_later(r, OUT(k))) {
+        mp_fail(r->ad.err, "its output %d (%s) has no ONNX form here", k, what);
+        r->bad = true;
+    }
+}
+
+/* Gelu(x) into the node's output, approximate "tanh" or none. */
+static void gelu(rw *r, int32_t x, bool tanh)
+{
+    int32_t out = OUT(0), n = begin(r, "Gelu", 1, &x, &out, "gelu");
+    if (n >= 0 && tanh) ad_attr_str(r->g, &r->g->nodes[n], "approximate", "tanh");
+    finish(r, n, out);
+}
+
+/* input + skip [+ bias], written into input_skip_bias_sum when the node has it. */
+static int32_t skip_sum(rw *r, int32_t bias)
+{
+    int32_t in[2] = {IN(0), IN(1)};
+    int32_t s = emit(r, "Add", 2, in, bias >= 0 ? -1 : OUT(3), "skip_add");
+    in[0] = s, in[1] = bias;
+    return bias >= 0 ? emit(r, "Add", 2, in, OUT(3), "bias_add") : s;
+}
+
+static void rewrite_gelu(rw *r) { gelu(r, IN(0), false); }
+
+static void rewrite_bias_gelu(rw *r)
+{
+    int32_t in[2] = {IN(0), IN(1)};
+    gelu(r, IN(1) >= 0 ? emit(r, "Add", 2, in, -1, "bias_add") : IN(0), false);
+}
+
+static void rewrite_fast_gelu(rw *r)
+{
+    int32_t in[2] = {IN(0), IN(1)};
+    gelu(r, IN(1) >= 0 ? emit(r, "Add", 2, in, -1, "bias_add") : IN(0), true);
+}
+
+/* RMSNormalization(x, scale) into the node's output, the node's axis, epsilon (default eps) and stash_type. */
+static void rms(rw *r, int32_t x, int32_t scale, float eps)
+{
+    int32_t in[2] = {x, scale}, out = OUT(0);
+    int32_t n = begin(r, "RMSNormalization", 2, in, &out, "rms");
+    if (n < 0) return;
+    mp_node *nd = &r->g->nodes[n];
+    ad_attr_int(r->g, nd, "axis", mp_attr_int(r->n, "axis", -1));
+    ad_attr_float(r->g, nd, "epsilon", mp_attr_float(r->n, "epsilon", eps));
+    ad_attr_int(r->g, nd, "stash_type", mp_attr_int(r->n, "stash_type", MP_FLOAT));
+    finish(r, n, out);
+}
+
+static void rewrite_simplified_norm(rw *r)
+{
+    no_output(r, 1, "inv_std_var");
+    rms(r, IN(0), IN(1), 1e-5f); /* LayerNormalization's default */
+}
+
+static void rewrite_skip_simplified_norm(rw *r)
+{
+    no_output(r, 1, "mean");
+    no_output(r, 2, "inv_std_var");
+    rms(r, skip_sum(r, IN(3)), IN(2), 1e-12f); /* the Skip ops' default */
+}
+
+static void rewrite_skip_norm(rw *r)
+{
+    int32_t in[3] = {skip_sum(r, IN(4)), IN(2), IN(3)}, out[3] = {OUT(0), OUT(1), OUT(2)};
+    if (r->bad) return;
+    char name[512];
+    snprintf(name, sizeof name, "%s/layer_norm", r->n->name ? r->n->name : "");
+    int nout = out[2] >= 0 ? 3 : out[1] >= 0 ? 2 : 1;
+    int32_t n = mp_graph_add_node(r->g, name, "LayerNormalization", "", in[2] >= 0 ? 3 : 2, in, nout, out);
+    ad_attr_int(r->g, &r->g->nodes[n], "axis", -1);
+    ad_attr_float(r->g, &r->g->nodes[n], "epsilon", mp_attr_float(r->n, "epsilon", 1e-12f));
+    finish(r, n, out[0]);
+}
+
+/* A^T over the last two axes, for transA / transB. */
+static int32_t last_two_swapped(rw *r, int32_t x, const char *what)
+{
+    int rank = x >= 0 ? r->g->values[x].rank : -1;
+    if (rank < 2) {
+        if (!r->bad) mp_fail(r->ad.err, "a transposed operand needs rank 2 or more");
+        r->bad = true;
+        return -1;
+    }
+    int64_t perm[MP_MAX_RANK];
+    for (int i = 0; i < rank; i++) perm[i] = i;
+    perm[rank - 2] = rank - 1, perm[rank - 1] = rank - 2;
+    int32_t out = -1, n = begin(r, "Transpose", 1, &x, &out, what);
+    if (n >= 0) ad_attr_ints(r->g, &r->g->nodes[n], "perm", perm, rank);
+    return finish(r, n, out);
+}
+
+static void rewrite_fused_matmul(rw *r)
+{
+    if (mp_attr_int(r->n, "transBatchA", 0) || mp_attr_int(r->n, "transBatchB", 0)) {
+        mp_fail(r->ad.err, "transBatchA / transBatchB have no ONNX form here");
+        r->bad = true;
+        return;
+    }
+    int32_t in[2] = {IN(0), IN(1)};
+    if (mp_attr_int(r->n, "transA", 0)) in[0] = last_two_swapped(r, in[0], "a_t");
+    if (mp_attr_int(r->n, "transB", 0)) in[1] = last_two_swapped(r, in[1], "b_t");
+    double alpha = mp_attr_float(r->n, "alpha", 1.0f);
+    int32_t y = emit(r, "MatMul", 2, in, alpha == 1.0 ? OUT(0) : -1, "matmul");
+    if (alpha == 1.0 || y < 0) return;
+    int32_t s[2] = {y, ad_const_scalar(&r->ad, r->g->values[y].dtype, alpha)};
+    emit(r, "Mul", 2, s, OUT(0), "alpha");
+}
+
+static const struct contrib_op {
+    const char *op, *domain;
+    void (*rewrite)(rw *r);
+} contrib_ops[] = {
+    {"Gelu", "com.microsoft", rewrite_gelu},
+    {"BiasGelu", "com.microsoft", rewrite_bias_gelu},
+    {"FastGelu", "com.microsoft", rewrite_fast_gelu},
+    {"SimplifiedLayerNormalization", "", rewrite_simplified_norm},
+    {"SkipLayerNormalization", "com.microsoft", rewrite_skip_norm},
+    {"SkipSimplifiedLayerNormalization", "com.microsoft", rewrite_skip_simplified_norm},
+    {"FusedMatMul", "com.microsoft", rewrite_fused_matmul},
+};
+
+static const struct contrib_op *contrib_of(const mp_node *n)
+{
+    const char *d = n->domain && strcmp(n->domain, "ai.onnx") ? n->domain : "";
+    for (size_t k = 0; k < sizeof contrib_ops / sizeof *contrib_ops; k++)
+        if (!strcmp(n->op_type, contrib_ops[k].op) && !strcmp(d, contrib_ops[k].domain)) return &contrib_ops[k];
+    return NULL;
+}
+
+static bool is_contrib(const mp_node *n) { return contrib_of(n) != NULL; }
+
+static int rewrite(mp_graph *g, int32_t node, mp_err *err)
+{
+    mp_err inner = {{0}};
+    const mp_node n = g->nodes[node];
+    rw r = {.ad = {g, &inner, MP_PHASE_FORWARD, g->nvalues, NULL, NULL, NULL}, .g = g, .n = &n};
+    contrib_of(&n)->rewrite(&r);
+    if (r.bad)
+        return mp_fail(err, "node '%s' (%s, %s): %s", n.name, n.op_type, n.domain && *n.domain ? n.domain : "ai.onnx",
+                       inner.msg[0] ? inner.msg : "its rewrite into ONNX ops failed");
+    return 0;
+}
+
+int mp_contrib_lower(mp_graph *g, mp_err *err) { return mp_expand_nodes(g, is_contrib, rewrite, err); }

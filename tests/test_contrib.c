@@ -1,0 +1,258 @@
+/* test_contrib.c - onnxruntime's contrib ops written as ONNX ops
+ * (passes/contrib.c), run on the CPU executor in float64 against the
+ * operators' definitions written out here (onnxruntime's contrib op docs):
+ * BiasGelu, FastGelu (tanh form, with and without bias), Gelu,
+ * SkipLayerNormalization (all three outputs it can give: output, mean and
+ * input_skip_bias_sum), SkipSimplifiedLayerNormalization,
+ * SimplifiedLayerNormalization and FusedMatMul (transA, transB, alpha).
+ * Their gradients are checked by finite differences in test_grad_rules; what
+ * the rewrite refuses is checked here by name. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "frontend/infer.h"
+#include "passes/autodiff.h"
+#include "runtime/exec.h"
+
+#define B 2
+#define S 3
+#define H 4
+
+static double x[B * S * H], skip[B * S * H], gamma_[H], beta[H], bias[H];
+
+static void fill(void)
+{
+    uint64_t s = 7;
+    double *all[] = {x, skip, gamma_, beta, bias};
+    int64_t n[] = {B * S * H, B * S * H, H, H, H};
+    for (int a = 0; a < 5; a++)
+        for (int64_t i = 0; i < n[a]; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            all[a][i] = (double)(s >> 11) / 9007199254740992.0 * 3 - 1.5;
+        }
+}
+
+typedef struct net {
+    mp_graph *g;
+    int32_t in[5]; /* x, skip, gamma, beta, bias: graph inputs */
+} net;
+
+static int32_t value(mp_graph *g, const char *name, int rank, const int64_t *dims)
+{
+    int32_t v = mp_graph_add_value(g, name);
+    mp_dim d[3];
+    for (int i = 0; i < rank; i++) d[i] = mp_dim_of(dims[i]);
+    if (rank >= 0) mp_value_set(g, v, MP_DOUBLE, rank, d);
+    return v;
+}
+
+static net make(void)
+{
+    net n = {mp_graph_new(NULL), {0}};
+    static const char *const names[5] = {"x", "skip", "gamma", "beta", "bias"};
+    int64_t big[3] = {B, S, H}, small[1] = {H};
+    for (int k = 0; k < 5; k++) n.in[k] = value(n.g, names[k], k < 2 ? 3 : 1, k < 2 ? big : small);
+    for (int k = 0; k < 5; k++) n.g->values[n.in[k]].flags = MP_VAL_INPUT;
+    n.g->inputs = mp_arena_dup(n.g->arena, n.in, sizeof n.in), n.g->ninputs = 5;
+    return n;
+}
+
+static mp_node *node(net *n, const char *op, const char *domain, int nin, const int32_t *in, int nout, int32_t *out)
+{
+    for (int k = 0; k < nout; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s_%d", op, (int)n->g->nvalues);
+        if (out[k] == 0) out[k] = value(n->g, name, -1, NULL); /* 0: a new value named after the op */
+    }
+    int32_t id = mp_graph_add_node(n->g, op, op, domain, nin, in, nout, out);
+    return &n->g->nodes[id];
+}
+
+/* Rewrites and runs n with `outs` as its outputs; returns the executor (the caller frees it). */
+static mp_exec *run(net *n, const int32_t *outs, int nouts)
+{
+    mp_err err = {{0}};
+    mp_graph *g = n->g;
+    g->outputs = mp_arena_dup(g->arena, outs, (size_t)nouts * sizeof *outs), g->noutputs = nouts;
+    for (int k = 0; k < nouts; k++) g->values[outs[k]].flags |= MP_VAL_OUTPUT;
+    ck_assert_msg(!mp_graph_link(g, &err) && !mp_infer(g, &err), "%s", err.msg);
+    ck_assert_msg(!mp_contrib_lower(g, &err), "%s", err.msg);
+    for (int32_t i = 0; i < g->nnodes; i++)
+        ck_assert_msg(!g->nodes[i].domain || strcmp(g->nodes[i].domain, "com.microsoft"), "node '%s' left in com.microsoft",
+                      g->nodes[i].name);
+    mp_exec *ex = mp_exec_new(g, NULL, &err);
+    ck_assert_msg(ex, "%s", err.msg);
+    double *data[5] = {x, skip, gamma_, beta, bias};
+    for (int k = 0; k < 5; k++) {
+        const mp_value *v = &g->values[n->in[k]];
+        int64_t dims[3];
+        for (int i = 0; i < v->rank; i++) dims[i] = v->dims[i].v;
+        mp_tensor *t = mp_tensor_new(g->arena, MP_DOUBLE, v->rank, dims);
+        memcpy(t->data, data[k], (size_t)t->numel * sizeof(double));
+        ck_assert_msg(!mp_exec_bind(ex, n->in[k], t, &err), "%s", err.msg);
+    }
+    ck_assert_msg(!mp_exec_run(ex, &err), "%s", err.msg);
+    return ex;
+}
+
+static void expect(const mp_exec *ex, int32_t v, const double *want, int64_t count, const char *what)
+{
+    const mp_tensor *t = mp_exec_value(ex, v);
+    ck_assert_msg(t && t->numel == count, "%s: %lld elements", what, t ? (long long)t->numel : -1LL);
+    double rtol = t->dtype == MP_DOUBLE ? 1e-12 : 1e-6; /* the statistics are float, as onnxruntime's */
+    for (int64_t i = 0; i < count; i++) {
+        double got = mp_tensor_get_f64(t, i);
+        ck_assert_msg(fabs(got - want[i]) <= rtol * (1 + fabs(want[i])), "%s[%lld]: %.17g, want %.17g", what,
+                      (long long)i, got, want[i]);
+    }
+}
+
+static double gelu_erf(double v) { return 0.5 * v * (1 + erf(v / sqrt(2.0))); }
+static double gelu_tanh(double v) { return 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }
+
+START_TEST(gelus)
+{
+    net n = make();
+    int32_t bg = 0, fg = 0, fgb = 0, g = 0;
+    node(&n, "BiasGelu", "com.microsoft", 2, (int32_t[]){n.in[0], n.in[4]}, 1, &bg);
+    node(&n, "FastGelu", "com.microsoft", 1, &n.in[0], 1, &fg);
+    node(&n, "FastGelu", "com.microsoft", 2, (int32_t[]){n.in[1], n.in[4]}, 1, &fgb);
+    node(&n, "Gelu", "com.microsoft", 1, &n.in[1], 1, &g);
+    mp_exec *ex = run(&n, (int32_t[]){bg, fg, fgb, g}, 4);
+    double w[4][B * S * H];
+    for (int i = 0; i < B * S * H; i++) {
+        w[0][i] = gelu_erf(x[i] + bias[i % H]);
+        w[1][i] = gelu_tanh(x[i]);
+        w[2][i] = gelu_tanh(skip[i] + bias[i % H]);
+        w[3][i] = gelu_erf(skip[i]);
+    }
+    expect(ex, bg, w[0], B * S * H, "BiasGelu");
+    expect(ex, fg, w[1], B * S * H, "FastGelu");
+    expect(ex, fgb, w[2], B * S * H, "FastGelu with bias");
+    expect(ex, g, w[3], B * S * H, "Gelu");
+    mp_exec_free(ex);
+    mp_graph_free(n.g);
+}
+END_TEST
+
+/* s = x + skip + bias per row; the layer norm (or RMS norm) of each row of H. */
+static void norm_rows(bool rms, double eps, double *y, double *mean, double *inv_std, double *sum)
+{
+    for (int r = 0; r < B * S; r++) {
+        double s[H], mu = 0, var = 0;
+        for (int j = 0; j < H; j++) s[j] = x[r * H + j] + skip[r * H + j] + bias[j], mu += s[j] / H;
+        if (rms) mu = 0;
+        for (int j = 0; j < H; j++) var += (s[j] - mu) * (s[j] - mu) / H;
+        double is = 1 / sqrt(var + eps);
+        for (int j = 0; j < H; j++) {
+            y[r * H + j] = (s[j] - mu) * is * gamma_[j] + (rms ? 0 : beta[j]);
+            if (sum) sum[r * H + j] = s[j];
+        }
+        if (mean) mean[r] = mu;
+        if (inv_std) inv_std[r] = is;
+    }
+}
+
+START_TEST(skip_layer_norms)
+{
+    net n = make();
+    int32_t out[4] = {0, 0, 0, 0}, sout[4] = {0, -1, -1, 0};
+    mp_node *ln = node(&n, "SkipLayerNormalization", "com.microsoft", 5, n.in, 4, out);
+    ln->attrs = mp_arena_alloc(n.g->arena, sizeof *ln->attrs), ln->nattrs = 1;
+    ln->attrs[0] = (mp_attr){.name = "epsilon", .type = MP_ATTR_FLOAT, .f = 1e-3f};
+    /* no epsilon attribute: onnxruntime's default, 1e-12 */
+    node(&n, "SkipSimplifiedLayerNormalization", "com.microsoft", 4, (int32_t[]){n.in[0], n.in[1], n.in[2], n.in[4]},
+         4, sout);
+    mp_exec *ex = run(&n, (int32_t[]){out[0], out[1], out[2], out[3], sout[0], sout[3]}, 6);
+    double y[B * S * H], mean[B * S], is[B * S], sum[B * S * H];
+    norm_rows(false, (double)1e-3f, y, mean, is, sum);
+    expect(ex, out[0], y, B * S * H, "SkipLayerNormalization output");
+    expect(ex, out[1], mean, B * S, "SkipLayerNormalization mean");
+    expect(ex, out[2], is, B * S, "SkipLayerNormalization inv_std_var");
+    expect(ex, out[3], sum, B * S * H, "SkipLayerNormalization input_skip_bias_sum");
+    norm_rows(true, (double)1e-12f, y, NULL, NULL, NULL);
+    expect(ex, sout[0], y, B * S * H, "SkipSimplifiedLayerNormalization output");
+    expect(ex, sout[3], sum, B * S * H, "SkipSimplifiedLayerNormalization input_skip_bias_sum");
+    mp_exec_free(ex);
+    mp_graph_free(n.g);
+}
+END_TEST
+
+/* SimplifiedLayerNormalization over the last axis; FusedMatMul alpha x^T skip (each [S, H] of a batch), as
+ * x^T [B, H, S] times skip [B, S, H]. */
+START_TEST(simplified_norm_and_fused_matmul)
+{
+    net n = make();
+    int32_t y = 0, mm = 0;
+    mp_node *sn = node(&n, "SimplifiedLayerNormalization", "", 2, (int32_t[]){n.in[0], n.in[2]}, 1, &y);
+    sn->attrs = mp_arena_alloc(n.g->arena, sizeof *sn->attrs), sn->nattrs = 1;
+    sn->attrs[0] = (mp_attr){.name = "epsilon", .type = MP_ATTR_FLOAT, .f = 1e-2f};
+    mp_node *fm = node(&n, "FusedMatMul", "com.microsoft", 2, (int32_t[]){n.in[0], n.in[1]}, 1, &mm);
+    fm->attrs = mp_arena_alloc(n.g->arena, 2 * sizeof *fm->attrs), fm->nattrs = 2;
+    fm->attrs[0] = (mp_attr){.name = "transA", .type = MP_ATTR_INT, .i = 1};
+    fm->attrs[1] = (mp_attr){.name = "alpha", .type = MP_ATTR_FLOAT, .f = 0.25f};
+    mp_exec *ex = run(&n, (int32_t[]){y, mm}, 2);
+    double wy[B * S * H], wm[B * H * H];
+    for (int r = 0; r < B * S; r++) {
+        double ms = 0;
+        for (int j = 0; j < H; j++) ms += x[r * H + j] * x[r * H + j] / H;
+        for (int j = 0; j < H; j++) wy[r * H + j] = x[r * H + j] / sqrt(ms + (double)1e-2f) * gamma_[j];
+    }
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < H; j++) {
+                double acc = 0;
+                for (int k = 0; k < S; k++) acc += x[(b * S + k) * H + i] * skip[(b * S + k) * H + j];
+                wm[(b * H + i) * H + j] = 0.25 * acc;
+            }
+    expect(ex, y, wy, B * S * H, "SimplifiedLayerNormalization");
+    expect(ex, mm, wm, B * H * H, "FusedMatMul");
+    mp_exec_free(ex);
+    mp_graph_free(n.g);
+}
+END_TEST
+
+/* What has no ONNX form is refused, naming the node and the reason. */
+START_TEST(refused)
+{
+    for (int k = 0; k < 2; k++) {
+        net n = make();
+        mp_err err = {{0}};
+        int32_t out[2] = {0, 0}, y = 0;
+        if (k == 0) { /* the RMS form's inv_std_var, read */
+            node(&n, "SimplifiedLayerNormalization", "", 2, (int32_t[]){n.in[0], n.in[2]}, 2, out);
+            node(&n, "Identity", "", 1, &out[1], 1, &y);
+        } else {
+            mp_node *fm = node(&n, "FusedMatMul", "com.microsoft", 2, (int32_t[]){n.in[0], n.in[1]}, 1, &y);
+            fm->attrs = mp_arena_alloc(n.g->arena, sizeof *fm->attrs), fm->nattrs = 1;
+            fm->attrs[0] = (mp_attr){.name = "transBatchA", .type = MP_ATTR_INT, .i = 1};
+        }
+        n.g->outputs = mp_arena_dup(n.g->arena, &y, sizeof y), n.g->noutputs = 1;
+        ck_assert_msg(!mp_graph_link(n.g, &err) && !mp_infer(n.g, &err), "%s", err.msg);
+        ck_assert_int_eq(mp_contrib_lower(n.g, &err), -1);
+        const char *want = k == 0 ? "'SimplifiedLayerNormalization'" : "'FusedMatMul' (FusedMatMul, com.microsoft)";
+        const char *why = k == 0 ? "output 1 (inv_std_var) has no ONNX form" : "transBatchA";
+        ck_assert_msg(strstr(err.msg, want) && strstr(err.msg, why), "message: %s", err.msg);
+        mp_graph_free(n.g);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    fill();
+    Suite *s = suite_create("contrib");
+    TCase *tc = tcase_create("rewrite");
+    tcase_add_test(tc, gelus);
+    tcase_add_test(tc, skip_layer_norms);
+    tcase_add_test(tc, simplified_norm_and_fused_matmul);
+    tcase_add_test(tc, refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
