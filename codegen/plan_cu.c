@@ -282,7 +282,7 @@ static const struct {
     {"ThresholdedRelu", MP_FN_THRESHOLDED_RELU, 1}, {"Mish", MP_FN_MISH, 1}, {"Swish", MP_FN_SWISH, 1},
     {"Tan", MP_FN_TAN, 1}, {"Sinh", MP_FN_SINH, 1}, {"Cosh", MP_FN_COSH, 1}, {"Asin", MP_FN_ASIN, 1},
     {"Acos", MP_FN_ACOS, 1}, {"Atan", MP_FN_ATAN, 1}, {"Asinh", MP_FN_ASINH, 1}, {"Acosh", MP_FN_ACOSH, 1},
-    {"Atanh", MP_FN_ATANH, 1},
+    {"Atanh", MP_FN_ATANH, 1}, {"SwiGLU", MP_FN_SWIGLU, 2},
 };
 
 static const char *lower_map(cg *c, const mp_node *n)
@@ -303,7 +303,8 @@ static const char *lower_map(cg *c, const mp_node *n)
     if (fn == MP_FN_SCALE) f0 = mp_attr_float(n, "alpha", 1.0f);
     if (fn == MP_FN_LEAKY_RELU) f0 = mp_attr_float(n, "alpha", 0.01f);
     /* runtime/cpu_elementwise.c's attributes and defaults */
-    if (fn == MP_FN_ELU || fn == MP_FN_CELU || fn == MP_FN_THRESHOLDED_RELU || fn == MP_FN_SWISH) f0 = mp_attr_float(n, "alpha", 1.0f);
+    if (fn == MP_FN_ELU || fn == MP_FN_CELU || fn == MP_FN_THRESHOLDED_RELU || fn == MP_FN_SWISH || fn == MP_FN_SWIGLU)
+        f0 = mp_attr_float(n, "alpha", 1.0f);
     if (fn == MP_FN_SELU)
         f0 = mp_attr_float(n, "alpha", 1.67326319217681884765625f), f1 = mp_attr_float(n, "gamma", 1.05070102214813232421875f);
     if (fn == MP_FN_MASK_SCALE) {

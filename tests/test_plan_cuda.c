@@ -240,7 +240,7 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * the input and negative (a crop); Einsum as a batched matmul, with an
  * implicit output, "..." broadcasting a size-1 axis, labels summed by one
  * operand alone, and a diagonal; the activations (Sin .. Swish, alphas not
- * their defaults), Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
+ * their defaults), SwiGLU, Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
  * GroupNormalization (scale per channel and per group), ReduceMax/Min (ties,
  * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum
  * (exclusive, reverse), DepthToSpace (DCR, CRD), SpaceToDepth, Tile,
@@ -259,7 +259,7 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * NegativeLogLikelihoodGrad, ScatterND / GatherND, RotaryEmbedding with -sin,
  * AttentionGrad with dMask). The builder writes opset 17, and the importer takes
  * GroupNormalization (18), Mish (18), Swish (24), RMSNormalization, Attention
- * and RotaryEmbedding (23) at it; Pad's axes input and the other Reduce*'s axes
+ * and RotaryEmbedding (23), SwiGLU (28) at it; Pad's axes input and the other Reduce*'s axes
  * input (opset 18) are not among the forms. */
 static void write_op_forms(const char *path)
 {
@@ -414,6 +414,9 @@ static void write_op_forms(const char *path)
         if (acts[k].gamma) mp_ob_attr_float(b, n, "gamma", acts[k].gamma);
         add_scaled(b, &acc, n->output[0], 0.1f);
     }
+    n = NODE(b, "SwiGLU", x10, OP(b, "Neg", x10)); /* opset 28's, at full scale: alpha 1 instead of 1.5 shows */
+    mp_ob_attr_float(b, n, "alpha", 1.5f);
+    add_scaled(b, &acc, n->output[0], 1.0f);
     const char *halves = OP(b, "Div", OP(b, "Floor", OP(b, "Mul", x10, mp_ob_const_f32(b, 4.0f))), mp_ob_const_f32(b, 2.0f));
     add_scaled(b, &acc, OP(b, "Add", OP(b, "Round", halves), OP(b, "Ceil", OP(b, "Mul", OP(b, "Sign", xp), halves))), 0.1f);
     add_scaled(b, &acc, OP(b, "PRelu", x10, mp_ob_param_uniform(b, "slope", 3, (int64_t[]){2, 1, 1}, 1.0f)), 0.1f);

@@ -173,6 +173,7 @@ MP_HD double mp_cu_fn(int fn, double u, double v, double w, const double *f)
     case MP_FN_GREATER: return u > v;
     case MP_FN_AND: return u != 0 && v != 0;
     case MP_FN_OR: return u != 0 || v != 0;
+    case MP_FN_SWIGLU: return u * mp_cu_sigmoid(f[0] * u) * v; /* as the CPU kernel: Swish(A) B */
     case MP_FN_RELU_GRAD: return v > 0 ? u : 0;
     case MP_FN_SIGMOID_GRAD: return u * v * (1 - v);
     case MP_FN_TANH_GRAD: return u * (1 - v * v);
