@@ -509,6 +509,32 @@ static const char *lower_gather(cg *c, const mp_node *n)
     return NULL;
 }
 
+/* MaxUnpool, its default output shape and windows that do not overlap (so every index is distinct):
+ * zeros, then each X entry added at its flat index (MP_CU_SCATTER_ADD over Y as one axis). */
+static const char *lower_max_unpool(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), idx = vin(n, 1), y = vout(n, 0);
+    if (x < 0 || idx < 0 || y < 0 || tview(c, x) || tview(c, idx) || tview(c, y)) return "a transposed view operand";
+    if (!is_f32(c, x) || !is_f32(c, y)) return "a dtype other than float32";
+    if (V(c, idx)->dtype != MP_INT64 && V(c, idx)->dtype != MP_INT32) return "indices other than int32/int64";
+    const int64_t *ks, *ss, *ps;
+    int r = V(c, x)->rank, ns = r - 2, nk = mp_attr_ints(n, "kernel_shape", &ks), nst = mp_attr_ints(n, "strides", &ss),
+        np = mp_attr_ints(n, "pads", &ps);
+    if (ns < 1 || nk != ns || V(c, y)->rank != r || numel(c, idx) != numel(c, x)) return "shapes that disagree";
+    for (int i = 0; i < ns; i++) {
+        int64_t st = nst == ns ? ss[i] : 1;
+        if (ks[i] > st) return "overlapping windows (kernel over stride)";
+        if (dim(c, y, 2 + i) != (dim(c, x, 2 + i) - 1) * st + ks[i] - (np == 2 * ns ? ps[i] + ps[ns + i] : 0))
+            return "an output_shape other than the default";
+    }
+    const char *e = fill(c, y, 0);
+    if (e || !numel(c, x)) return e;
+    EMIT(I, MP_CU_SCATTER_ADD, numel(c, x));
+    I->t[0] = T(c, x), I->t[1] = T(c, idx), I->t[2] = T(c, y);
+    I->p[0] = numel(c, idx), I->p[1] = 1, I->p[2] = numel(c, y);
+    return NULL;
+}
+
 static const char *lower_constant_of_shape(cg *c, const mp_node *n)
 {
     const mp_attr *a = mp_node_attr(n, "value");
@@ -1485,6 +1511,30 @@ static const char *lower_pad(cg *c, const mp_node *n)
     return NULL;
 }
 
+/* CenterCropPad (and so its own gradient): MP_CU_PAD with zeros, each axis offset where runtime/cpu_misc.c
+ * puts it, (out - in) / 2 truncated: a crop where negative. */
+static const char *lower_center_crop_pad(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    int64_t begin[MP_CU_MAX_RANK], s[MP_CU_MAX_RANK];
+    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype) return "operands of other than one dtype";
+    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
+    int r = V(c, x)->rank;
+    if (V(c, y)->rank != r) return "a rank change";
+    for (int a = 0; a < r; a++) begin[a] = (dim(c, y, a) - dim(c, x, a)) / 2;
+    if (!numel(c, y)) return NULL;
+    EMIT(I, MP_CU_PAD, numel(c, y));
+    I->t[0] = T(c, x), I->t[1] = T(c, y);
+    int64_t *p = I->p;
+    p[PAD_RANK] = r, p[PAD_MODE] = PAD_CONSTANT, p[PAD_FILL] = 0, p += PAD_DIMS;
+    p += dims_of(c, y, p);
+    memcpy(p, begin, (size_t)r * sizeof *begin), p += r;
+    p += dims_of(c, x, p);
+    strides_of(c, x, s);
+    put_view(p, 0, r, s);
+    return NULL;
+}
+
 /* ---- Einsum ------------------------------------------------------------------------------------------ */
 
 /* Einsum (and the Einsums of its gradient), as runtime/cpu_matmul.c mp_cpu_Einsum: MP_CU_EINSUM, a
@@ -1840,7 +1890,7 @@ static const struct {
     {"Identity", lower_view}, {"Clip", lower_clip}, {"PRelu", lower_prelu}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
     {"Split", lower_split}, {"Slice", lower_slice}, {"SliceGrad", lower_slice}, {"Gather", lower_gather},
     {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"GatherElements", lower_elements},
-    {"ScatterElements", lower_elements}, {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space},
+    {"ScatterElements", lower_elements}, {"MaxUnpool", lower_max_unpool}, {"CenterCropPad", lower_center_crop_pad}, {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space},
     {"Tile", lower_tile}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},
     {"MatMulGradA", lower_matmul}, {"MatMulGradB", lower_matmul}, {"SumToShape", lower_sum_to},
     {"GlobalAveragePool", lower_gap}, {"GlobalAveragePoolGrad", lower_gap}, {"Softmax", lower_softmax},

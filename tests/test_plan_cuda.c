@@ -240,7 +240,7 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * the input and negative (a crop); Einsum as a batched matmul, with an
  * implicit output, "..." broadcasting a size-1 axis, labels summed by one
  * operand alone, and a diagonal; the activations (Sin .. Swish, alphas not
- * their defaults), SwiGLU, Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
+ * their defaults), SwiGLU, MaxUnpool, CenterCropPad, Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
  * GroupNormalization (scale per channel and per group), ReduceMax/Min (ties,
  * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum
  * (exclusive, reverse), DepthToSpace (DCR, CRD), SpaceToDepth, Tile,
@@ -414,6 +414,17 @@ static void write_op_forms(const char *path)
         if (acts[k].gamma) mp_ob_attr_float(b, n, "gamma", acts[k].gamma);
         add_scaled(b, &acc, n->output[0], 0.1f);
     }
+    /* MaxUnpool after the MaxPool whose indices it reads; CenterCropPad cropping one axis, padding another */
+    n = mp_ob_node(b, "MaxPool", 2, 1, (const char *[]){x10});
+    mp_ob_attr_ints(b, n, "kernel_shape", 2, (int64_t[]){2, 2});
+    mp_ob_attr_ints(b, n, "strides", 2, (int64_t[]){2, 2});
+    Onnx__NodeProto *un = NODE(b, "MaxUnpool", n->output[0], n->output[1]);
+    mp_ob_attr_ints(b, un, "kernel_shape", 2, (int64_t[]){2, 2});
+    mp_ob_attr_ints(b, un, "strides", 2, (int64_t[]){2, 2});
+    add_scaled(b, &acc, un->output[0], 1.0f);
+    n = NODE(b, "CenterCropPad", x10, mp_ob_const_i64(b, 1, 2, (int64_t[]){3, 9}));
+    mp_ob_attr_ints(b, n, "axes", 2, (int64_t[]){2, -1});
+    add_scaled(b, &acc, n->output[0], 1.0f);
     n = NODE(b, "SwiGLU", x10, OP(b, "Neg", x10)); /* opset 28's, at full scale: alpha 1 instead of 1.5 shows */
     mp_ob_attr_float(b, n, "alpha", 1.5f);
     add_scaled(b, &acc, n->output[0], 1.0f);
