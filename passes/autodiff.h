@@ -120,7 +120,7 @@ int mp_train_fuse(mp_graph *g, mp_err *err);
 int mp_unroll_rnn(mp_graph *g, mp_err *err);
 /* Writes onnxruntime's fused contrib ops (Gelu, BiasGelu, FastGelu,
  * SimplifiedLayerNormalization, SkipLayerNormalization,
- * SkipSimplifiedLayerNormalization, FusedMatMul) as the ONNX ops they fuse,
+ * SkipSimplifiedLayerNormalization, FusedMatMul, Attention) as the ONNX ops they fuse,
  * in their place (contrib.c); fails naming a node whose form has no ONNX
  * equivalent; relinks the graph. */
 int mp_contrib_lower(mp_graph *g, mp_err *err);

@@ -8,13 +8,15 @@
  *   SkipLayerNormalization (com.microsoft)    s = input + skip [+ bias]; LayerNormalization(s, gamma[, beta])
  *   SkipSimplifiedLayerNormalization (c.m.)   s = input + skip [+ bias]; RMSNormalization(s, gamma)
  *   FusedMatMul (com.microsoft)               alpha * MatMul(A or A^T, B or B^T)
+ *   Attention (com.microsoft)                 Split(input W + b) into q, k, v; Attention(q, k, v, mask)
  *
  * The rewrite writes the node's own output values (the Skip ops' sum goes to
  * input_skip_bias_sum, LayerNormalization's statistics to mean and
  * inv_std_var), so the step then trains by the ONNX ops' gradient rules,
  * runs on the CPU executor, lowers to CUDA, and saves what those rules save.
- * What has no ONNX form is refused by name: the RMS forms' statistics when
- * something reads them, FusedMatMul's transBatch attributes. */
+ * What has no ONNX form here is refused by name: the RMS forms' statistics
+ * when something reads them, FusedMatMul's transBatch attributes,
+ * Attention's past state and masks other than the 2-D raw one. */
 #include <stdio.h>
 #include <string.h>
 
@@ -171,6 +173,75 @@ static void rewrite_fused_matmul(rw *r)
     emit(r, "Mul", 2, s, OUT(0), "alpha");
 }
 
+/* Attention (com.microsoft), without past state: q, k, v = Split(input weights + bias) (qkv_hidden_sizes,
+ * else thirds); a 2-D mask_index (1 keep, 0 mask: onnxruntime's raw attention mask) becomes the additive
+ * (1 - mask) mask_filter_value over [B, 1, 1, T]; ONNX's Attention{q_num_heads = kv_num_heads =
+ * num_heads, is_causal = unidirectional, scale} on the 3-D q, k, v. */
+static void rewrite_attention(rw *r)
+{
+    static const char *const refused[] = {"the past state (input 4)", "attention_bias (input 5)",
+                                          "past_sequence_length (input 6)"};
+    for (int k = 4; k < 7; k++)
+        if (IN(k) >= 0) {
+            mp_fail(r->ad.err, "%s is not supported", refused[k - 4]);
+            r->bad = true;
+            return;
+        }
+    no_output(r, 1, "present");
+    if (!r->bad && (mp_attr_int(r->n, "do_rotary", 0) || mp_attr_int(r->n, "past_present_share_buffer", 0))) {
+        mp_fail(r->ad.err, "do_rotary and past_present_share_buffer are not supported");
+        r->bad = true;
+    }
+    int32_t mask = IN(3);
+    if (!r->bad && mask >= 0 && r->g->values[mask].rank != 2) {
+        mp_fail(r->ad.err, "a mask_index of rank %d is not supported (only the 2-D raw attention mask)",
+                r->g->values[mask].rank);
+        r->bad = true;
+    }
+    int32_t in[4] = {IN(0), IN(1)};
+    int32_t qkv = emit(r, "MatMul", 2, in, -1, "qkv");
+    in[0] = qkv, in[1] = IN(2);
+    if (IN(2) >= 0) qkv = emit(r, "Add", 2, in, -1, "qkv_bias");
+    if (r->bad) return;
+    const int64_t *sizes;
+    int nsizes = mp_attr_ints(r->n, "qkv_hidden_sizes", &sizes);
+    int32_t split_in[2] = {qkv, nsizes == 3 ? ad_const_ints(&r->ad, sizes, 3) : -1}, parts[3] = {-1, -1, -1};
+    char name[512];
+    snprintf(name, sizeof name, "%s/split", r->n->name ? r->n->name : "");
+    for (int k = 0; k < 3; k++) parts[k] = ad_value(&r->ad, name, k == 0 ? "_q" : k == 1 ? "_k" : "_v", MP_ROLE_ACTIVATION);
+    int32_t sn = mp_graph_add_node(r->g, name, "Split", "", nsizes == 3 ? 2 : 1, split_in, 3, parts);
+    ad_attr_int(r->g, &r->g->nodes[sn], "axis", -1);
+    if (finish(r, sn, parts[0]) < 0) return;
+    int32_t additive = -1;
+    if (mask >= 0) {
+        mp_dtype dt = r->g->values[IN(0)].dtype;
+        int32_t m = -1, cn = begin(r, "Cast", 1, &mask, &m, "mask_float");
+        if (cn >= 0) ad_attr_int(r->g, &r->g->nodes[cn], "to", dt);
+        m = finish(r, cn, m);
+        int32_t sub[2] = {ad_const_scalar(&r->ad, dt, 1), m};
+        int32_t mul[2] = {emit(r, "Sub", 2, sub, -1, "mask_inverted"),
+                          ad_const_scalar(&r->ad, dt, mp_attr_float(r->n, "mask_filter_value", -10000.0f))};
+        int64_t shape[4] = {r->g->values[mask].dims[0].v, 1, 1, r->g->values[mask].dims[1].v};
+        if (shape[0] < 0 || shape[3] < 0) {
+            mp_fail(r->ad.err, "mask_index has unbound dims");
+            r->bad = true;
+            return;
+        }
+        int32_t rs[2] = {emit(r, "Mul", 2, mul, -1, "mask_additive"), ad_const_ints(&r->ad, shape, 4)};
+        additive = emit(r, "Reshape", 2, rs, -1, "mask_4d");
+    }
+    int32_t at[4] = {parts[0], parts[1], parts[2], additive}, out = OUT(0);
+    int32_t an = begin(r, "Attention", additive >= 0 ? 4 : 3, at, &out, "attention");
+    if (an < 0) return;
+    mp_node *nd = &r->g->nodes[an];
+    int64_t heads = mp_attr_int(r->n, "num_heads", 0);
+    ad_attr_int(r->g, nd, "q_num_heads", heads);
+    ad_attr_int(r->g, nd, "kv_num_heads", heads);
+    if (mp_attr_int(r->n, "unidirectional", 0)) ad_attr_int(r->g, nd, "is_causal", 1);
+    if (mp_node_attr(r->n, "scale")) ad_attr_float(r->g, nd, "scale", mp_attr_float(r->n, "scale", 1.0f));
+    finish(r, an, out);
+}
+
 static const struct contrib_op {
     const char *op, *domain;
     void (*rewrite)(rw *r);
@@ -182,6 +253,7 @@ static const struct contrib_op {
     {"SkipLayerNormalization", "com.microsoft", rewrite_skip_norm},
     {"SkipSimplifiedLayerNormalization", "com.microsoft", rewrite_skip_simplified_norm},
     {"FusedMatMul", "com.microsoft", rewrite_fused_matmul},
+    {"Attention", "com.microsoft", rewrite_attention},
 };
 
 static const struct contrib_op *contrib_of(const mp_node *n)

@@ -4,7 +4,8 @@
  * BiasGelu, FastGelu (tanh form, with and without bias), Gelu,
  * SkipLayerNormalization (all three outputs it can give: output, mean and
  * input_skip_bias_sum), SkipSimplifiedLayerNormalization,
- * SimplifiedLayerNormalization and FusedMatMul (transA, transB, alpha).
+ * SimplifiedLayerNormalization, FusedMatMul (transA, transB, alpha) and
+ * Attention (a raw 2-D mask; unidirectional with a scale).
  * Their gradients are checked by finite differences in test_grad_rules; what
  * the rewrite refuses is checked here by name. */
 #include <check.h>
@@ -20,24 +21,27 @@
 #define S 3
 #define H 4
 
-static double x[B * S * H], skip[B * S * H], gamma_[H], beta[H], bias[H];
+static double x[B * S * H], skip[B * S * H], gamma_[H], beta[H], bias[H], wqkv[H * 3 * H], bqkv[3 * H];
 
 static void fill(void)
 {
     uint64_t s = 7;
-    double *all[] = {x, skip, gamma_, beta, bias};
-    int64_t n[] = {B * S * H, B * S * H, H, H, H};
-    for (int a = 0; a < 5; a++)
+    double *all[] = {x, skip, gamma_, beta, bias, wqkv, bqkv};
+    int64_t n[] = {B * S * H, B * S * H, H, H, H, H * 3 * H, 3 * H};
+    for (int a = 0; a < 7; a++)
         for (int64_t i = 0; i < n[a]; i++) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             all[a][i] = (double)(s >> 11) / 9007199254740992.0 * 3 - 1.5;
         }
 }
 
+enum { NIN = 8 };
 typedef struct net {
     mp_graph *g;
-    int32_t in[5]; /* x, skip, gamma, beta, bias: graph inputs */
+    int32_t in[NIN]; /* x, skip, gamma, beta, bias, wqkv, bqkv (float64) and mask (int64): graph inputs */
 } net;
+
+static const int64_t mask[B * S] = {1, 1, 0, 1, 0, 0}; /* onnxruntime's raw attention mask: 1 keeps a key */
 
 static int32_t value(mp_graph *g, const char *name, int rank, const int64_t *dims)
 {
@@ -51,11 +55,15 @@ static int32_t value(mp_graph *g, const char *name, int rank, const int64_t *dim
 static net make(void)
 {
     net n = {mp_graph_new(NULL), {0}};
-    static const char *const names[5] = {"x", "skip", "gamma", "beta", "bias"};
-    int64_t big[3] = {B, S, H}, small[1] = {H};
-    for (int k = 0; k < 5; k++) n.in[k] = value(n.g, names[k], k < 2 ? 3 : 1, k < 2 ? big : small);
-    for (int k = 0; k < 5; k++) n.g->values[n.in[k]].flags = MP_VAL_INPUT;
-    n.g->inputs = mp_arena_dup(n.g->arena, n.in, sizeof n.in), n.g->ninputs = 5;
+    static const char *const names[NIN] = {"x", "skip", "gamma", "beta", "bias", "wqkv", "bqkv", "mask"};
+    int64_t big[3] = {B, S, H}, small[1] = {H}, w[2] = {H, 3 * H}, b3[1] = {3 * H}, m[2] = {B, S};
+    const int64_t *dims[NIN] = {big, big, small, small, small, w, b3, m};
+    const int rank[NIN] = {3, 3, 1, 1, 1, 2, 1, 2};
+    for (int k = 0; k < NIN; k++) n.in[k] = value(n.g, names[k], rank[k], dims[k]);
+    mp_dim md[2] = {mp_dim_of(B), mp_dim_of(S)};
+    mp_value_set(n.g, n.in[7], MP_INT64, 2, md);
+    for (int k = 0; k < NIN; k++) n.g->values[n.in[k]].flags = MP_VAL_INPUT;
+    n.g->inputs = mp_arena_dup(n.g->arena, n.in, sizeof n.in), n.g->ninputs = NIN;
     return n;
 }
 
@@ -84,13 +92,13 @@ static mp_exec *run(net *n, const int32_t *outs, int nouts)
                       g->nodes[i].name);
     mp_exec *ex = mp_exec_new(g, NULL, &err);
     ck_assert_msg(ex, "%s", err.msg);
-    double *data[5] = {x, skip, gamma_, beta, bias};
-    for (int k = 0; k < 5; k++) {
+    const void *data[NIN] = {x, skip, gamma_, beta, bias, wqkv, bqkv, mask};
+    for (int k = 0; k < NIN; k++) {
         const mp_value *v = &g->values[n->in[k]];
         int64_t dims[3];
         for (int i = 0; i < v->rank; i++) dims[i] = v->dims[i].v;
-        mp_tensor *t = mp_tensor_new(g->arena, MP_DOUBLE, v->rank, dims);
-        memcpy(t->data, data[k], (size_t)t->numel * sizeof(double));
+        mp_tensor *t = mp_tensor_new(g->arena, v->dtype, v->rank, dims);
+        memcpy(t->data, data[k], (size_t)t->numel * 8); /* float64 or int64 */
         ck_assert_msg(!mp_exec_bind(ex, n->in[k], t, &err), "%s", err.msg);
     }
     ck_assert_msg(!mp_exec_run(ex, &err), "%s", err.msg);
@@ -214,6 +222,63 @@ START_TEST(simplified_norm_and_fused_matmul)
 }
 END_TEST
 
+/* onnxruntime's Attention (2 heads of 2): x W + b split in thirds, scores / sqrt(2) (or `scale`), the raw
+ * mask's zeros as mask_filter_value (-10000) added, or unidirectional (causal), softmax, times V. */
+static void attention_ref(bool masked, bool causal, double scale, double *out)
+{
+    double qkv[B * S * 3 * H];
+    for (int r = 0; r < B * S; r++)
+        for (int o = 0; o < 3 * H; o++) {
+            double acc = bqkv[o];
+            for (int i = 0; i < H; i++) acc += x[r * H + i] * wqkv[i * 3 * H + o];
+            qkv[r * 3 * H + o] = acc;
+        }
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < 2; h++)
+            for (int i = 0; i < S; i++) {
+                double sc[S], mx = -INFINITY, sum = 0;
+                for (int j = 0; j < S; j++) {
+                    double d = 0;
+                    for (int e = 0; e < 2; e++) d += qkv[(b * S + i) * 3 * H + h * 2 + e] * qkv[(b * S + j) * 3 * H + H + h * 2 + e];
+                    sc[j] = d * scale + (masked ? (1.0 - (double)mask[b * S + j]) * -10000.0 : 0);
+                    if (causal && j > i) sc[j] = -INFINITY;
+                    mx = fmax(mx, sc[j]);
+                }
+                for (int j = 0; j < S; j++) sum += sc[j] = exp(sc[j] - mx);
+                for (int e = 0; e < 2; e++) {
+                    double acc = 0;
+                    for (int j = 0; j < S; j++) acc += sc[j] / sum * qkv[(b * S + j) * 3 * H + 2 * H + h * 2 + e];
+                    out[(b * S + i) * H + h * 2 + e] = acc;
+                }
+            }
+}
+
+START_TEST(attention)
+{
+    net n = make();
+    int32_t masked = 0, causal = 0;
+    mp_node *a = node(&n, "Attention", "com.microsoft", 4, (int32_t[]){n.in[0], n.in[5], n.in[6], n.in[7]}, 1, &masked);
+    a->attrs = mp_arena_alloc(n.g->arena, sizeof *a->attrs), a->nattrs = 1;
+    a->attrs[0] = (mp_attr){.name = "num_heads", .type = MP_ATTR_INT, .i = 2};
+    a = node(&n, "Attention", "com.microsoft", 2, (int32_t[]){n.in[0], n.in[5]}, 1, &causal);
+    a->attrs = mp_arena_alloc(n.g->arena, 3 * sizeof *a->attrs), a->nattrs = 3;
+    a->attrs[0] = (mp_attr){.name = "num_heads", .type = MP_ATTR_INT, .i = 2};
+    a->attrs[1] = (mp_attr){.name = "unidirectional", .type = MP_ATTR_INT, .i = 1};
+    a->attrs[2] = (mp_attr){.name = "scale", .type = MP_ATTR_FLOAT, .f = 0.5f};
+    mp_exec *ex = run(&n, (int32_t[]){masked, causal}, 2);
+    double want[B * S * H], keep[3 * H];
+    attention_ref(true, false, 1 / sqrt(2.0), want);
+    expect(ex, masked, want, B * S * H, "Attention with a raw mask");
+    memcpy(keep, bqkv, sizeof keep); /* the second node has no bias */
+    memset(bqkv, 0, sizeof bqkv);
+    attention_ref(false, true, 0.5, want);
+    memcpy(bqkv, keep, sizeof keep);
+    expect(ex, causal, want, B * S * H, "Attention unidirectional, scale 0.5, no bias");
+    mp_exec_free(ex);
+    mp_graph_free(n.g);
+}
+END_TEST
+
 /* What has no ONNX form is refused, naming the node and the reason. */
 START_TEST(refused)
 {
@@ -248,6 +313,7 @@ int main(void)
     tcase_add_test(tc, gelus);
     tcase_add_test(tc, skip_layer_norms);
     tcase_add_test(tc, simplified_norm_and_fused_matmul);
+    tcase_add_test(tc, attention);
     tcase_add_test(tc, refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
