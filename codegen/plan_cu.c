@@ -1485,21 +1485,15 @@ static const char *pad_params(cg *c, const mp_node *n, bool grad, int32_t small,
     return NULL;
 }
 
-/* Pad: MP_CU_PAD, a thread per element of Y, reading X through its view; PadGrad: MP_CU_PAD_DX, a
- * thread per element of dX summing the elements of dY (read through its view) that copied it. */
-static const char *lower_pad(cg *c, const mp_node *n)
+/* op (MP_CU_PAD or MP_CU_PAD_DX) of X into Y, a thread per element of Y: big's dims, the offsets
+ * of small within it (negative: a crop), small's dims, X read through its view. */
+static const char *emit_pad(cg *c, int op, int32_t x, int32_t y, int32_t small, int32_t big, int64_t mode,
+                            const int64_t *begin, int64_t fill)
 {
-    bool grad = !strcmp(n->op_type, "PadGrad");
-    int32_t x = vin(n, 0), y = vout(n, 0), small = grad ? y : x, big = grad ? x : y;
-    int64_t mode, fill, begin[MP_CU_MAX_RANK], s[MP_CU_MAX_RANK];
-    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype) return "operands of other than one dtype";
-    if (grad && !mp_dtype_is_float(V(c, x)->dtype)) return "a gradient other than float";
-    if (tview(c, y)) return "a transposed view output";
+    if (!numel(c, y)) return NULL;
     int r = V(c, small)->rank;
-    if (V(c, big)->rank != r) return "a rank change";
-    const char *e = pad_params(c, n, grad, small, big, &mode, begin, &fill);
-    if (e || !numel(c, y)) return e;
-    EMIT(I, grad ? MP_CU_PAD_DX : MP_CU_PAD, numel(c, y));
+    int64_t s[MP_CU_MAX_RANK];
+    EMIT(I, op, numel(c, y));
     I->t[0] = T(c, x), I->t[1] = T(c, y);
     int64_t *p = I->p;
     p[PAD_RANK] = r, p[PAD_MODE] = mode, p[PAD_FILL] = fill, p += PAD_DIMS;
@@ -1511,28 +1505,34 @@ static const char *lower_pad(cg *c, const mp_node *n)
     return NULL;
 }
 
+/* Pad: MP_CU_PAD, a thread per element of Y, reading X through its view; PadGrad: MP_CU_PAD_DX, a
+ * thread per element of dX summing the elements of dY (read through its view) that copied it. */
+static const char *lower_pad(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "PadGrad");
+    int32_t x = vin(n, 0), y = vout(n, 0), small = grad ? y : x, big = grad ? x : y;
+    int64_t mode, fill, begin[MP_CU_MAX_RANK];
+    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype) return "operands of other than one dtype";
+    if (grad && !mp_dtype_is_float(V(c, x)->dtype)) return "a gradient other than float";
+    if (tview(c, y)) return "a transposed view output";
+    int r = V(c, small)->rank;
+    if (V(c, big)->rank != r) return "a rank change";
+    const char *e = pad_params(c, n, grad, small, big, &mode, begin, &fill);
+    return e ? e : emit_pad(c, grad ? MP_CU_PAD_DX : MP_CU_PAD, x, y, small, big, mode, begin, fill);
+}
+
 /* CenterCropPad (and so its own gradient): MP_CU_PAD with zeros, each axis offset where runtime/cpu_misc.c
  * puts it, (out - in) / 2 truncated: a crop where negative. */
 static const char *lower_center_crop_pad(cg *c, const mp_node *n)
 {
     int32_t x = vin(n, 0), y = vout(n, 0);
-    int64_t begin[MP_CU_MAX_RANK], s[MP_CU_MAX_RANK];
+    int64_t begin[MP_CU_MAX_RANK];
     if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype) return "operands of other than one dtype";
     if (tview(c, x) || tview(c, y)) return "a transposed view operand";
     int r = V(c, x)->rank;
     if (V(c, y)->rank != r) return "a rank change";
     for (int a = 0; a < r; a++) begin[a] = (dim(c, y, a) - dim(c, x, a)) / 2;
-    if (!numel(c, y)) return NULL;
-    EMIT(I, MP_CU_PAD, numel(c, y));
-    I->t[0] = T(c, x), I->t[1] = T(c, y);
-    int64_t *p = I->p;
-    p[PAD_RANK] = r, p[PAD_MODE] = PAD_CONSTANT, p[PAD_FILL] = 0, p += PAD_DIMS;
-    p += dims_of(c, y, p);
-    memcpy(p, begin, (size_t)r * sizeof *begin), p += r;
-    p += dims_of(c, x, p);
-    strides_of(c, x, s);
-    put_view(p, 0, r, s);
-    return NULL;
+    return emit_pad(c, MP_CU_PAD, x, y, x, y, PAD_CONSTANT, begin, 0);
 }
 
 /* ---- Einsum ------------------------------------------------------------------------------------------ */
