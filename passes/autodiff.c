@@ -235,6 +235,14 @@ int ad_grad_node(mp_ad *ad, int32_t n, const char *op, int nin, const int32_t *i
     return 0;
 }
 
+int ad_grad_one(mp_ad *ad, int32_t n, const char *op, const char *domain, int nin, const int32_t *in, const char *base)
+{
+    int32_t out, g = ad_add1(ad, op, domain, nin, in, base, &out);
+    ad_attr_copy(ad->g, &ad->g->nodes[g], n);
+    if (ad_infer(ad, g)) return -1;
+    return ad_give(ad, ad->g->nodes[n].in[0], out, true);
+}
+
 int ad_give(mp_ad *ad, int32_t v, int32_t gval, bool own)
 {
     if (gval < 0) return -1;

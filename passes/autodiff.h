@@ -69,6 +69,9 @@ int32_t ad_extra_output(mp_ad *ad, int32_t n, int k, const char *suffix, mp_dtyp
  * suffix[i]) present only when input i needs one; k <= 8 (Conv, the
  * normalizations, GridSample). */
 int ad_grad_node(mp_ad *ad, int32_t n, const char *op, int nin, const int32_t *in, int k, const char *const *suffix);
+/* The rule of an op whose gradient is one node of one output: op(in[0..nin)) in
+ * domain, with n's attributes, its output (named base) given to n's input 0. */
+int ad_grad_one(mp_ad *ad, int32_t n, const char *op, const char *domain, int nin, const int32_t *in, const char *base);
 /* Adds a contribution to v's gradient (an Add when one is there already). */
 int ad_give(mp_ad *ad, int32_t v, int32_t gval, bool own);
 /* ad_sum_to + ad_give. */

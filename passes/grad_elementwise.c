@@ -171,11 +171,7 @@ int mp_grad_Max(mp_ad *ad, int32_t node, const int32_t *dy) { return min_max(ad,
 static int unary(mp_ad *ad, int32_t node, const int32_t *dy, const char *op, bool saves_output)
 {
     int32_t in[2] = {dy[0], saves_output ? OUT(0) : IN(0)};
-    int32_t out;
-    int32_t n = ad_add1(ad, op, "memplan", 2, in, "grad_x", &out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    return ad_give(ad, IN(0), out, true);
+    return ad_grad_one(ad, node, op, "memplan", 2, in, "grad_x");
 }
 
 int mp_grad_Relu(mp_ad *ad, int32_t node, const int32_t *dy) { return unary(ad, node, dy, "ReluGrad", true); }

@@ -190,11 +190,8 @@ int mp_grad_LayerNormalization(mp_ad *ad, int32_t node, const int32_t *dy)
 int mp_grad_MaxPool(mp_ad *ad, int32_t node, const int32_t *dy)
 {
     int32_t idx = ad_extra_output(ad, node, 1, "_indices", MP_INT64, OUT(0));
-    int32_t in[3] = {dy[0], IN(0), idx}, out;
-    int32_t n = ad_add1(ad, "MaxPoolGrad", "memplan", 3, in, "grad_x", &out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    return ad_give(ad, IN(0), out, true);
+    int32_t in[3] = {dy[0], IN(0), idx};
+    return ad_grad_one(ad, node, "MaxPoolGrad", "memplan", 3, in, "grad_x");
 }
 
 /* AveragePool, GlobalAveragePool: read nothing (X's shape only). */
@@ -222,22 +219,16 @@ int mp_grad_ReduceSum(mp_ad *ad, int32_t node, const int32_t *dy) { return reduc
  * the LRNGrad row in grad.def and its kernel mp_cpu_LRNGrad in kernels.def). */
 int mp_grad_LRN(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    int32_t in[2] = {dy[0], IN(0)}, out;
-    int32_t n = ad_add1(ad, "LRNGrad", "memplan", 2, in, "grad_x", &out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    return ad_give(ad, IN(0), out, true);
+    int32_t in[2] = {dy[0], IN(0)};
+    return ad_grad_one(ad, node, "LRNGrad", "memplan", 2, in, "grad_x");
 }
 
 /* NegativeLogLikelihoodLoss: -w dLoss / norm at each target (reduction, ignore_index as the forward's).
  * Reads the target and the weights. */
 int mp_grad_NegativeLogLikelihoodLoss(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    int32_t in[4] = {dy[0], IN(0), IN(1), IN(2)}, out;
-    int32_t n = ad_add1(ad, "NegativeLogLikelihoodGrad", "memplan", IN(2) >= 0 ? 4 : 3, in, "grad_x", &out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    return ad_give(ad, IN(0), out, true);
+    int32_t in[4] = {dy[0], IN(0), IN(1), IN(2)};
+    return ad_grad_one(ad, node, "NegativeLogLikelihoodGrad", "memplan", IN(2) >= 0 ? 4 : 3, in, "grad_x");
 }
 
 /* SoftmaxCrossEntropyLoss: reads log_prob (output 1) and the labels. A loss
@@ -246,11 +237,8 @@ int mp_grad_NegativeLogLikelihoodLoss(mp_ad *ad, int32_t node, const int32_t *dy
 int mp_grad_SoftmaxCrossEntropyLoss(mp_ad *ad, int32_t node, const int32_t *dy)
 {
     ad_extra_output(ad, node, 1, "_log_prob", ad->g->values[IN(0)].dtype, IN(0));
-    int32_t in[4] = {dy[0], OUT(1), IN(1), IN(2)}, out;
-    int32_t n = ad_add1(ad, "SoftmaxCrossEntropyGrad", "memplan", IN(2) >= 0 ? 4 : 3, in, "grad_logits", &out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    return ad_give(ad, IN(0), out, true);
+    int32_t in[4] = {dy[0], OUT(1), IN(1), IN(2)};
+    return ad_grad_one(ad, node, "SoftmaxCrossEntropyGrad", "memplan", IN(2) >= 0 ? 4 : 3, in, "grad_logits");
 }
 
 /* ---- the other reductions: forward ops over dY and Y reshaped to keepdims ---- */
@@ -406,12 +394,9 @@ int mp_grad_Attention(mp_ad *ad, int32_t node, const int32_t *dy)
 int mp_grad_RotaryEmbedding(mp_ad *ad, int32_t node, const int32_t *dy)
 {
     if (ad_needs(ad, IN(1)) || ad_needs(ad, IN(2))) return mp_fail(ad->err, "the gradient of the cos/sin caches is not supported");
-    int32_t sin = IN(2), in[4] = {dy[0], IN(1), sin < 0 ? -1 : ad_emit(ad, "Neg", "", 1, &sin, "grad_rotary"), IN(3)}, out;
+    int32_t sin = IN(2), in[4] = {dy[0], IN(1), sin < 0 ? -1 : ad_emit(ad, "Neg", "", 1, &sin, "grad_rotary"), IN(3)};
     if (in[2] < 0) return -1;
-    int32_t n = ad_add1(ad, "RotaryEmbedding", "", IN(3) >= 0 ? 4 : 3, in, "grad_rotary", &out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    return ad_give(ad, IN(0), out, true);
+    return ad_grad_one(ad, node, "RotaryEmbedding", "", IN(3) >= 0 ? 4 : 3, in, "grad_rotary");
 }
 
 /* v summed to the keepdims shape kd (SumToShape). */

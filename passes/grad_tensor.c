@@ -394,11 +394,8 @@ int mp_grad_GridSample(mp_ad *ad, int32_t node, const int32_t *dy)
  * points weighted by dGrid. Reads size. */
 int mp_grad_AffineGrid(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    int32_t in[2] = {dy[0], IN(1)}, out;
-    int32_t n = ad_add1(ad, "AffineGridGrad", "memplan", 2, in, "grad_theta", &out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    return ad_give(ad, IN(0), out, true);
+    int32_t in[2] = {dy[0], IN(1)};
+    return ad_grad_one(ad, node, "AffineGridGrad", "memplan", 2, in, "grad_theta");
 }
 
 /* ScatterElements and Scatter (reduction none or add), as ScatterND along
@@ -478,11 +475,8 @@ int mp_grad_MaxUnpool(mp_ad *ad, int32_t node, const int32_t *dy)
 /* ReverseSequence: reversing the same prefixes again. Reads sequence_lens. */
 int mp_grad_ReverseSequence(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    int32_t in[2] = {dy[0], IN(1)}, out;
-    int32_t n = ad_add1(ad, "ReverseSequence", "", 2, in, "grad_reverse", &out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    return ad_give(ad, IN(0), out, true);
+    int32_t in[2] = {dy[0], IN(1)};
+    return ad_grad_one(ad, node, "ReverseSequence", "", 2, in, "grad_reverse");
 }
 
 /* CenterCropPad: cropping and zero padding about the center are each other's
@@ -500,10 +494,6 @@ int mp_grad_CenterCropPad(mp_ad *ad, int32_t node, const int32_t *dy)
         if (a < 0 || a >= xr) return mp_fail(ad->err, "axis %lld out of range", (long long)axes[i]);
         to[nto++] = xd[a];
     }
-    int32_t in[2] = {dy[0], ad_const_ints(ad, to, nto)}, out;
-    if (in[1] < 0) return -1;
-    int32_t n = ad_add1(ad, "CenterCropPad", "", 2, in, "grad_crop", &out);
-    ad_attr_copy(ad->g, &ad->g->nodes[n], node);
-    if (ad_infer(ad, n)) return -1;
-    return ad_give(ad, IN(0), out, true);
+    int32_t in[2] = {dy[0], ad_const_ints(ad, to, nto)};
+    return in[1] < 0 ? -1 : ad_grad_one(ad, node, "CenterCropPad", "", 2, in, "grad_crop");
 }
