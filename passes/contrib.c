@@ -23,30 +23,35 @@
 #include "passes/autodiff.h"
 
 typedef struct rw {
-    mp_ad ad;
+    mp_ad ad;          /* ad.err holds the first failure: once it has one, nothing more is emitted */
     mp_graph *g;
     const mp_node *n; /* the node rewritten (a copy: the node array grows) */
-    bool bad;
 } rw;
 
 #define IN(k) ((k) < r->n->nin ? r->n->in[k] : -1)
 #define OUT(k) ((k) < r->n->nout ? r->n->out[k] : -1)
 
+static bool failed(const rw *r) { return r->ad.err->msg[0] != 0; }
+
+/* "<node>/<what>", the name of a node the rewrite adds. */
+static void part_name(const rw *r, const char *what, char *name, size_t len)
+{
+    snprintf(name, len, "%s/%s", r->n->name ? r->n->name : "", what);
+}
+
 /* op(in...) named "<node>/<what>", its output out (-1: a new value), not yet inferred; -1 after a failure. */
 static int32_t begin(rw *r, const char *op, int nin, const int32_t *in, int32_t *out, const char *what)
 {
-    if (r->bad) return -1;
+    if (failed(r)) return -1;
     char name[512];
-    snprintf(name, sizeof name, "%s/%s", r->n->name ? r->n->name : "", what);
+    part_name(r, what, name, sizeof name);
     if (*out < 0) *out = ad_value(&r->ad, name, "", MP_ROLE_ACTIVATION);
     return mp_graph_add_node(r->g, name, op, "", nin, in, 1, out);
 }
 
 static int32_t finish(rw *r, int32_t node, int32_t out)
 {
-    if (node < 0 || r->bad) return -1;
-    if (ad_infer(&r->ad, node)) r->bad = true;
-    return r->bad ? -1 : out;
+    return node < 0 || failed(r) || ad_infer(&r->ad, node) ? -1 : out;
 }
 
 static int32_t emit(rw *r, const char *op, int nin, const int32_t *in, int32_t out, const char *what)
@@ -63,10 +68,7 @@ static bool read_later(const rw *r, int32_t v)
 /* Fails, naming the node, when output k is read: its ONNX form has no such output. */
 static void no_output(rw *r, int k, const char *what)
 {
-    if (!r->bad && read_later(r, OUT(k))) {
-        mp_fail(r->ad.err, "its output %d (%s) has no ONNX form here", k, what);
-        r->bad = true;
-    }
+    if (!failed(r) && read_later(r, OUT(k))) mp_fail(r->ad.err, "its output %d (%s) has no ONNX form here", k, what);
 }
 
 /* Gelu(x) into the node's output, approximate "tanh" or none. */
@@ -129,9 +131,9 @@ static void rewrite_skip_simplified_norm(rw *r)
 static void rewrite_skip_norm(rw *r)
 {
     int32_t in[3] = {skip_sum(r, IN(4)), IN(2), IN(3)}, out[3] = {OUT(0), OUT(1), OUT(2)};
-    if (r->bad) return;
+    if (failed(r)) return;
     char name[512];
-    snprintf(name, sizeof name, "%s/layer_norm", r->n->name ? r->n->name : "");
+    part_name(r, "layer_norm", name, sizeof name);
     int nout = out[2] >= 0 ? 3 : out[1] >= 0 ? 2 : 1;
     int32_t n = mp_graph_add_node(r->g, name, "LayerNormalization", "", in[2] >= 0 ? 3 : 2, in, nout, out);
     ad_attr_int(r->g, &r->g->nodes[n], "axis", -1);
@@ -144,8 +146,7 @@ static int32_t last_two_swapped(rw *r, int32_t x, const char *what)
 {
     int rank = x >= 0 ? r->g->values[x].rank : -1;
     if (rank < 2) {
-        if (!r->bad) mp_fail(r->ad.err, "a transposed operand needs rank 2 or more");
-        r->bad = true;
+        if (!failed(r)) mp_fail(r->ad.err, "a transposed operand needs rank 2 or more");
         return -1;
     }
     int64_t perm[MP_MAX_RANK];
@@ -160,7 +161,6 @@ static void rewrite_fused_matmul(rw *r)
 {
     if (mp_attr_int(r->n, "transBatchA", 0) || mp_attr_int(r->n, "transBatchB", 0)) {
         mp_fail(r->ad.err, "transBatchA / transBatchB have no ONNX form here");
-        r->bad = true;
         return;
     }
     int32_t in[2] = {IN(0), IN(1)};
@@ -184,30 +184,25 @@ static void rewrite_attention(rw *r)
     for (int k = 4; k < 7; k++)
         if (IN(k) >= 0) {
             mp_fail(r->ad.err, "%s is not supported", refused[k - 4]);
-            r->bad = true;
             return;
         }
     no_output(r, 1, "present");
-    if (!r->bad && (mp_attr_int(r->n, "do_rotary", 0) || mp_attr_int(r->n, "past_present_share_buffer", 0))) {
+    if (!failed(r) && (mp_attr_int(r->n, "do_rotary", 0) || mp_attr_int(r->n, "past_present_share_buffer", 0)))
         mp_fail(r->ad.err, "do_rotary and past_present_share_buffer are not supported");
-        r->bad = true;
-    }
     int32_t mask = IN(3);
-    if (!r->bad && mask >= 0 && r->g->values[mask].rank != 2) {
+    if (!failed(r) && mask >= 0 && r->g->values[mask].rank != 2)
         mp_fail(r->ad.err, "a mask_index of rank %d is not supported (only the 2-D raw attention mask)",
                 r->g->values[mask].rank);
-        r->bad = true;
-    }
     int32_t in[4] = {IN(0), IN(1)};
     int32_t qkv = emit(r, "MatMul", 2, in, -1, "qkv");
     in[0] = qkv, in[1] = IN(2);
     if (IN(2) >= 0) qkv = emit(r, "Add", 2, in, -1, "qkv_bias");
-    if (r->bad) return;
+    if (failed(r)) return;
     const int64_t *sizes;
     int nsizes = mp_attr_ints(r->n, "qkv_hidden_sizes", &sizes);
     int32_t split_in[2] = {qkv, nsizes == 3 ? ad_const_ints(&r->ad, sizes, 3) : -1}, parts[3] = {-1, -1, -1};
     char name[512];
-    snprintf(name, sizeof name, "%s/split", r->n->name ? r->n->name : "");
+    part_name(r, "split", name, sizeof name);
     for (int k = 0; k < 3; k++) parts[k] = ad_value(&r->ad, name, k == 0 ? "_q" : k == 1 ? "_k" : "_v", MP_ROLE_ACTIVATION);
     int32_t sn = mp_graph_add_node(r->g, name, "Split", "", nsizes == 3 ? 2 : 1, split_in, 3, parts);
     ad_attr_int(r->g, &r->g->nodes[sn], "axis", -1);
@@ -224,7 +219,6 @@ static void rewrite_attention(rw *r)
         int64_t shape[4] = {r->g->values[mask].dims[0].v, 1, 1, r->g->values[mask].dims[1].v};
         if (shape[0] < 0 || shape[3] < 0) {
             mp_fail(r->ad.err, "mask_index has unbound dims");
-            r->bad = true;
             return;
         }
         int32_t rs[2] = {emit(r, "Mul", 2, mul, -1, "mask_additive"), ad_const_ints(&r->ad, shape, 4)};
@@ -272,9 +266,9 @@ static int rewrite(mp_graph *g, int32_t node, mp_err *err)
     const mp_node n = g->nodes[node];
     rw r = {.ad = {g, &inner, MP_PHASE_FORWARD, g->nvalues, NULL, NULL, NULL}, .g = g, .n = &n};
     contrib_of(&n)->rewrite(&r);
-    if (r.bad)
+    if (failed(&r))
         return mp_fail(err, "node '%s' (%s, %s): %s", n.name, n.op_type, n.domain && *n.domain ? n.domain : "ai.onnx",
-                       inner.msg[0] ? inner.msg : "its rewrite into ONNX ops failed");
+                       inner.msg);
     return 0;
 }
 
