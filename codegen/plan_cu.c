@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "codegen/plan.h"
+#include "frontend/shape.h" /* mp_max_unpool_irregular */
 #include "ir/einsum.h"
 #include "runtime/cuda/memplan_cuda.h"
 #include "runtime/cuda/mp_cu_kernels.h" /* defines: the p[] layouts (GM_*, W_*, SCE_*, BN_*, RS_*, PAD_*, ES_*) */
@@ -517,16 +518,9 @@ static const char *lower_max_unpool(cg *c, const mp_node *n)
     if (x < 0 || idx < 0 || y < 0 || tview(c, x) || tview(c, idx) || tview(c, y)) return "a transposed view operand";
     if (!is_f32(c, x) || !is_f32(c, y)) return "a dtype other than float32";
     if (V(c, idx)->dtype != MP_INT64 && V(c, idx)->dtype != MP_INT32) return "indices other than int32/int64";
-    const int64_t *ks, *ss, *ps;
-    int r = V(c, x)->rank, ns = r - 2, nk = mp_attr_ints(n, "kernel_shape", &ks), nst = mp_attr_ints(n, "strides", &ss),
-        np = mp_attr_ints(n, "pads", &ps);
-    if (ns < 1 || nk != ns || V(c, y)->rank != r || numel(c, idx) != numel(c, x)) return "shapes that disagree";
-    for (int i = 0; i < ns; i++) {
-        int64_t st = nst == ns ? ss[i] : 1;
-        if (ks[i] > st) return "overlapping windows (kernel over stride)";
-        if (dim(c, y, 2 + i) != (dim(c, x, 2 + i) - 1) * st + ks[i] - (np == 2 * ns ? ps[i] + ps[ns + i] : 0))
-            return "an output_shape other than the default";
-    }
+    if (numel(c, idx) != numel(c, x)) return "indices of other than X's size";
+    static char why[160]; /* read at once by the caller, which formats it into its error */
+    if (mp_max_unpool_irregular(c->g, n, why, sizeof why)) return why;
     const char *e = fill(c, y, 0);
     if (e || !numel(c, x)) return e;
     EMIT(I, MP_CU_SCATTER_ADD, numel(c, x));

@@ -62,4 +62,10 @@ int64_t mp_foldable_numel(const mp_value *v);
      MP_T(MP_UINT32) | MP_T(MP_UINT64))
 #define MP_T_NUMERIC (MP_T_FLOATS | MP_T_INTS)
 
+/* Whether MaxUnpool node n is other than its plain form (the default output
+ * shape, windows that do not overlap, so each entry goes to its own flat index
+ * of Y): 1 with why saying how, else 0. Its gradient rule and its CUDA
+ * lowering handle only the plain form. */
+int mp_max_unpool_irregular(const mp_graph *g, const mp_node *n, char *why, size_t len);
+
 #endif

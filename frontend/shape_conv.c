@@ -4,6 +4,7 @@
  *
  * All share one window model: per spatial axis a kernel k, stride s, dilation
  * d and pads (begin, end); the dilated kernel spans (k - 1) * d + 1 inputs. */
+#include <stdio.h>
 #include <string.h>
 
 #include "shape_nn.h"
@@ -360,6 +361,34 @@ int shape_MaxUnpool(mp_graph *g, mp_node *n, mp_err *err)
             return mp_fail(err, "output size on spatial axis %d would be negative", i);
     }
     return mp_set_out(g, n, 0, x->dtype, x->rank, dims);
+}
+
+int mp_max_unpool_irregular(const mp_graph *g, const mp_node *n, char *why, size_t len)
+{
+    const mp_value *x = mp_in((mp_graph *)g, n, 0), *y = mp_out((mp_graph *)g, n, 0);
+    const mp_graph *root = mp_graph_root((mp_graph *)g);
+    mp_err err = {{0}};
+    window win;
+    if (!x || !y || x->rank < 3 || y->rank != x->rank || read_window(n, x->rank - 2, NULL, &win, &err)) {
+        snprintf(why, len, "shapes or a window that do not fit MaxUnpool%s%s", err.msg[0] ? ": " : "", err.msg);
+        return 1;
+    }
+    int nsp = x->rank - 2;
+    for (int i = 0; i < nsp; i++) {
+        int64_t xd = mp_dim_resolve(root, x->dims[2 + i]).v, yd = mp_dim_resolve(root, y->dims[2 + i]).v;
+        int64_t def = (xd - 1) * win.strides[i] + win.kernel[i] - win.pads[i] - win.pads[i + nsp];
+        if (xd < 0 || yd != def) {
+            snprintf(why, len, "an output_shape other than the default (%lld, not %lld, at spatial axis %d)",
+                     (long long)yd, (long long)def, i);
+            return 1;
+        }
+        if (win.kernel[i] > win.strides[i]) {
+            snprintf(why, len, "overlapping windows (kernel %lld over stride %lld at spatial axis %d)",
+                     (long long)win.kernel[i], (long long)win.strides[i], i);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* Y[num_rois, C, h, w] from X[N, C, H, W] and rois[num_rois, k]. */

@@ -449,22 +449,9 @@ int mp_grad_CumSum(mp_ad *ad, int32_t node, const int32_t *dy)
  * both read its gradient where the forward kept one). */
 int mp_grad_MaxUnpool(mp_ad *ad, int32_t node, const int32_t *dy)
 {
-    int64_t xd[MP_MAX_RANK], yd[MP_MAX_RANK];
-    int xr, yr;
-    if (ad_known_dims(ad, IN(0), xd, &xr) || ad_known_dims(ad, OUT(0), yd, &yr)) return -1;
-    const int64_t *ks, *ss, *ps;
-    int n = xr - 2, nk = mp_attr_ints(NODE, "kernel_shape", &ks), ns = mp_attr_ints(NODE, "strides", &ss),
-        np = mp_attr_ints(NODE, "pads", &ps);
-    if (n < 1 || nk != n || yr != xr) return mp_fail(ad->err, "needs X of rank >= 3 and one kernel dim per spatial axis");
-    for (int i = 0; i < n; i++) {
-        int64_t def = (xd[2 + i] - 1) * (ns == n ? ss[i] : 1) + ks[i] - (np == 2 * n ? ps[i] + ps[n + i] : 0);
-        if (yd[2 + i] != def)
-            return mp_fail(ad->err, "the gradient with an output_shape other than the default (%lld, not %lld, "
-                           "at spatial axis %d) is not supported", (long long)yd[2 + i], (long long)def, i);
-        if (ks[i] > (ns == n ? ss[i] : 1))
-            return mp_fail(ad->err, "the gradient with overlapping windows (kernel %lld over stride %lld at spatial "
-                           "axis %d) is not supported", (long long)ks[i], (long long)(ns == n ? ss[i] : 1), i);
-    }
+    char why[160];
+    if (mp_max_unpool_irregular(ad->g, NODE, why, sizeof why))
+        return mp_fail(ad->err, "the gradient with %s is not supported", why);
     int64_t all = -1;
     int32_t in[2] = {dy[0], ad_const_ints(ad, &all, 1)};
     int32_t flat = in[1] < 0 ? -1 : ad_emit(ad, "Reshape", "", 2, in, "grad_unpool");
