@@ -585,6 +585,49 @@ static const char *lower_cumsum(cg *c, const mp_node *n)
     return NULL;
 }
 
+/* LpNormalization (p 1 or 2, float32 / float64, as runtime/cpu_norm.c): MP_CU_LP_NORM, a thread per line
+ * along the axis. Its gradient is forward ops. */
+static const char *lower_lp_norm(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || !mp_dtype_is_float(V(c, x)->dtype)) return "operands other than one float type";
+    if (!is_f32(c, x) && V(c, x)->dtype != MP_DOUBLE) return "a float type other than float32 / float64";
+    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
+    int r = V(c, x)->rank;
+    int64_t axis = norm_axis(mp_attr_int(n, "axis", -1), r), p = mp_attr_int(n, "p", 2);
+    if (axis < 0 || axis >= r) return "axis out of range";
+    if (p != 1 && p != 2) return "p other than 1 or 2";
+    int64_t outer = 1, inner = 1, d = dim(c, x, (int)axis);
+    for (int a = 0; a < r; a++) {
+        if (a < axis) outer *= dim(c, x, a);
+        if (a > axis) inner *= dim(c, x, a);
+    }
+    if (!outer || !inner || !d) return NULL;
+    EMIT(I, MP_CU_LP_NORM, outer * inner);
+    I->t[0] = T(c, x), I->t[1] = T(c, y);
+    I->p[LPN_D] = d, I->p[LPN_INNER] = inner, I->p[LPN_P] = p;
+    return NULL;
+}
+
+/* ReverseSequence (any dtype; batch and time axes 0 and 1, lengths int64 / int32): MP_CU_REVERSE_SEQ, a
+ * thread per element. It is its own gradient. */
+static const char *lower_reverse_seq(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), lens = vin(n, 1), y = vout(n, 0);
+    if (x < 0 || lens < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype) return "operands other than X, lengths and Y of X's dtype";
+    if (V(c, lens)->dtype != MP_INT64 && V(c, lens)->dtype != MP_INT32) return "lengths other than int64 / int32";
+    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
+    int64_t ba = mp_attr_int(n, "batch_axis", 1), ta = mp_attr_int(n, "time_axis", 0), str[MP_CU_MAX_RANK];
+    int r = strides_of(c, x, str);
+    if (r < 2 || ba < 0 || ba > 1 || ta < 0 || ta > 1 || ba == ta) return "batch_axis and time_axis other than 0 and 1";
+    if (!numel(c, y) || T(c, y) < 0) return NULL;
+    EMIT(I, MP_CU_REVERSE_SEQ, numel(c, y));
+    I->t[0] = T(c, x), I->t[1] = T(c, lens), I->t[2] = T(c, y);
+    I->p[RSQ_T_STRIDE] = str[ta], I->p[RSQ_T_SIZE] = dim(c, x, (int)ta);
+    I->p[RSQ_B_STRIDE] = str[ba], I->p[RSQ_B_SIZE] = dim(c, x, (int)ba);
+    return NULL;
+}
+
 /* What the gathers and scatters by index (Elements, ND) check alike: data, int32/int64 indices, for a
  * scatter float updates, all of one dtype and none a transposed view; *red the scatter's reduction (none,
  * add, mul, max, min: 0..4; a gather's 0). */
@@ -1883,7 +1926,7 @@ static const struct {
     {"Reshape", lower_view}, {"Flatten", lower_view}, {"Squeeze", lower_view}, {"Unsqueeze", lower_view},
     {"Identity", lower_view}, {"Clip", lower_clip}, {"PRelu", lower_prelu}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
     {"Split", lower_split}, {"Slice", lower_slice}, {"SliceGrad", lower_slice}, {"Gather", lower_gather},
-    {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"GatherElements", lower_elements},
+    {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"LpNormalization", lower_lp_norm}, {"ReverseSequence", lower_reverse_seq}, {"GatherElements", lower_elements},
     {"ScatterElements", lower_elements}, {"MaxUnpool", lower_max_unpool}, {"CenterCropPad", lower_center_crop_pad}, {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space},
     {"Tile", lower_tile}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},
     {"MatMulGradA", lower_matmul}, {"MatMulGradB", lower_matmul}, {"SumToShape", lower_sum_to},

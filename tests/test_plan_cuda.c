@@ -240,7 +240,8 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * the input and negative (a crop); Einsum as a batched matmul, with an
  * implicit output, "..." broadcasting a size-1 axis, labels summed by one
  * operand alone, and a diagonal; the activations (Sin .. Swish, alphas not
- * their defaults), SwiGLU, MaxUnpool, CenterCropPad, Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
+ * their defaults), SwiGLU, MaxUnpool, CenterCropPad, LpNormalization (p 1, 2), ReverseSequence (batch-major,
+ * a partial length), Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
  * GroupNormalization (scale per channel and per group), ReduceMax/Min (ties,
  * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum
  * (exclusive, reverse), DepthToSpace (DCR, CRD), SpaceToDepth, Tile,
@@ -428,6 +429,20 @@ static void write_op_forms(const char *path)
     n = NODE(b, "SwiGLU", x10, OP(b, "Neg", x10)); /* opset 28's, at full scale: alpha 1 instead of 1.5 shows */
     mp_ob_attr_float(b, n, "alpha", 1.5f);
     add_scaled(b, &acc, n->output[0], 1.0f);
+    /* LpNormalization p 2 (the default last axis) and p 1 along the channels; ReverseSequence batch-major on
+     * rows of 12 steps, one reversed in part (5 of 12), one whole; each times a parameter (a unit vector's
+     * squares, or a permutation's, would sum to a constant), so their gradients run too */
+    const char *plp = mp_ob_param_uniform(b, "plp", 2, (int64_t[]){6, 6}, 1.0f);
+    add_scaled(b, &acc, OP(b, "Mul", OP(b, "LpNormalization", x10), plp), 3.0f);
+    n = NODE(b, "LpNormalization", x10);
+    mp_ob_attr_int(b, n, "p", 1);
+    mp_ob_attr_int(b, n, "axis", 1);
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], plp), 3.0f);
+    n = NODE(b, "ReverseSequence", OP(b, "Reshape", x10, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 12, 6})),
+             mp_ob_const_i64(b, 1, 2, (int64_t[]){5, 12}));
+    mp_ob_attr_int(b, n, "batch_axis", 0);
+    mp_ob_attr_int(b, n, "time_axis", 1);
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "prs", 2, (int64_t[]){12, 6}, 1.0f)), 1.0f);
     const char *halves = OP(b, "Div", OP(b, "Floor", OP(b, "Mul", x10, mp_ob_const_f32(b, 4.0f))), mp_ob_const_f32(b, 2.0f));
     add_scaled(b, &acc, OP(b, "Add", OP(b, "Round", halves), OP(b, "Ceil", OP(b, "Mul", OP(b, "Sign", xp), halves))), 0.1f);
     add_scaled(b, &acc, OP(b, "PRelu", x10, mp_ob_param_uniform(b, "slope", 3, (int64_t[]){2, 1, 1}, 1.0f)), 0.1f);

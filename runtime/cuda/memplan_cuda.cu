@@ -182,6 +182,8 @@ static void init_launchers(void)
     launchers[MP_CU_ATTENTION] = launch<k_attention>;
     launchers[MP_CU_GRID_SAMPLE] = launch<k_grid_sample>;
     launchers[MP_CU_AFFINE_GRID] = launch<k_affine_grid>;
+    launchers[MP_CU_LP_NORM] = launch<k_lp_norm>;
+    launchers[MP_CU_REVERSE_SEQ] = launch<k_reverse_seq>;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */

@@ -57,6 +57,8 @@ enum {
     MP_CU_ATTENTION,    /* Attention and its gradient in kinds: a row's statistics, then a thread per output element */
     MP_CU_GRID_SAMPLE,  /* GridSample, its dX (a thread per (n, c) slice) and dGrid (a thread per point) in kinds */
     MP_CU_AFFINE_GRID,  /* AffineGrid and its dTheta in kinds */
+    MP_CU_LP_NORM,      /* LpNormalization, a thread per line along the axis */
+    MP_CU_REVERSE_SEQ,  /* ReverseSequence, a thread per element (any dtype, by element size) */
     MP_CU_OP_COUNT
 };
 

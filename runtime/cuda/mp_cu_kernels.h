@@ -1338,6 +1338,42 @@ MP_HD void k_cumsum(const mp_cu_args *a, int64_t l)
     }
 }
 
+/* ---- LpNormalization (runtime/cpu_norm.c), ReverseSequence (runtime/cpu_misc.c) ---------------------- */
+
+/* p: d (the axis), inner, the norm's p (1 or 2). A thread per (outer, inner) line: the norm summed in double
+ * in the CPU's order, each element divided by it; a zero line stays zero. */
+enum { LPN_D = 0, LPN_INNER, LPN_P };
+
+MP_HD void k_lp_norm(const mp_cu_args *a, int64_t l)
+{
+    const int64_t *p = a->p;
+    int64_t d = p[LPN_D], inner = p[LPN_INNER], base = (l / inner) * d * inner + l % inner;
+    double s = 0;
+    for (int64_t j = 0; j < d; j++) {
+        double v = mp_cu_ld(a->x[0], a->dt[0], base + j * inner);
+        s += p[LPN_P] == 1 ? fabs(v) : v * v;
+    }
+    double norm = p[LPN_P] == 1 ? s : sqrt(s);
+    for (int64_t j = 0; j < d; j++) {
+        int64_t at = base + j * inner;
+        mp_cu_st(a->x[1], a->dt[1], at, norm != 0 ? mp_cu_ld(a->x[0], a->dt[0], at) / norm : 0);
+    }
+}
+
+/* p: the time axis' stride and size, the batch axis' stride and size (contiguous X and Y). x0 data, x1 the
+ * lengths (int64 or int32), x2 out. A thread per element: the first len steps of its batch entry read
+ * reversed, the rest as they are (a length out of [0, time size] reads as it is; the CPU fails). */
+enum { RSQ_T_STRIDE = 0, RSQ_T_SIZE, RSQ_B_STRIDE, RSQ_B_SIZE };
+
+MP_HD void k_reverse_seq(const mp_cu_args *a, int64_t i)
+{
+    const int64_t *p = a->p;
+    int64_t t = (i / p[RSQ_T_STRIDE]) % p[RSQ_T_SIZE], b = (i / p[RSQ_B_STRIDE]) % p[RSQ_B_SIZE];
+    int64_t len = mp_cu_ldi(a->x[1], a->dt[1], b), src = i;
+    if (len >= 0 && len <= p[RSQ_T_SIZE] && t < len) src += (len - 1 - 2 * t) * p[RSQ_T_STRIDE];
+    mp_cu_move(a->x[2], i, a->x[0], src, a->dt[0]);
+}
+
 /* ---- GatherElements, ScatterElements (runtime/cpu_tensor.c) -------------------------------------- */
 
 /* p: rank r, axis, then the indices' dims[r] (the output's for GatherElements), the data's dims[r].
