@@ -271,7 +271,7 @@ static const struct {
     {"Sigmoid", MP_FN_SIGMOID, 1}, {"Erf", MP_FN_ERF, 1}, {"Gelu", MP_FN_GELU, 1}, {"HardSigmoid", MP_FN_HARD_SIGMOID, 1},
     {"HardSwish", MP_FN_HARD_SWISH, 1}, {"Scale", MP_FN_SCALE, 1}, {"LeakyRelu", MP_FN_LEAKY_RELU, 1},
     {"Cast", MP_FN_IDENT, 1}, {"Add", MP_FN_ADD, 2}, {"Sub", MP_FN_SUB, 2}, {"Mul", MP_FN_MUL, 2},
-    {"Div", MP_FN_DIV, 2}, {"Pow", MP_FN_POW, 2}, {"Max", MP_FN_MAX, 2}, {"Min", MP_FN_MIN, 2},
+    {"Div", MP_FN_DIV, 2}, {"Pow", MP_FN_POW, 2},
     {"Equal", MP_FN_EQUAL, 2}, {"Less", MP_FN_LESS, 2}, {"Greater", MP_FN_GREATER, 2}, {"And", MP_FN_AND, 2},
     {"Or", MP_FN_OR, 2}, {"ReluGrad", MP_FN_RELU_GRAD, 2}, {"SigmoidGrad", MP_FN_SIGMOID_GRAD, 2},
     {"TanhGrad", MP_FN_TANH_GRAD, 2}, {"GeluGrad", MP_FN_GELU_GRAD, 2}, {"HardSigmoidGrad", MP_FN_HARD_SIGMOID_GRAD, 2},
@@ -314,6 +314,29 @@ static const char *lower_map(cg *c, const mp_node *n)
     }
     /* (64-bit integers travel through double: exact below 2^53) */
     return map(c, fn, nin, n->in, out, f0, f1);
+}
+
+/* Sum, Mean, Max, Min (any number of inputs, each broadcast): as runtime/cpu_elementwise.c folds them left
+ * into Y, one MAP of the first two (the first alone: a broadcast copy), then one MAP of Y with each next
+ * input in place; Mean then divides by the count. */
+static const struct {
+    const char *op;
+    int fn;
+} variadic_ops[] = {{"Sum", MP_FN_ADD}, {"Mean", MP_FN_ADD}, {"Max", MP_FN_MAX}, {"Min", MP_FN_MIN}};
+
+static const char *lower_variadic(cg *c, const mp_node *n)
+{
+    size_t k = 0;
+    while (strcmp(variadic_ops[k].op, n->op_type)) k++;
+    int32_t y = vout(n, 0);
+    if (n->nin < 1 || y < 0) return "missing operands";
+    for (int i = 0; i < n->nin; i++)
+        if (n->in[i] < 0 || V(c, n->in[i])->dtype != V(c, y)->dtype) return "an input missing or of another dtype";
+    bool mean = !strcmp(n->op_type, "Mean");
+    if (mean && !mp_dtype_is_float(V(c, y)->dtype)) return "a Mean other than float";
+    const char *e = n->nin == 1 ? map(c, MP_FN_IDENT, 1, n->in, y, 0, 1) : map(c, variadic_ops[k].fn, 2, n->in, y, 0, 1);
+    for (int i = 2; i < n->nin && !e; i++) e = map(c, variadic_ops[k].fn, 2, (int32_t[]){y, n->in[i]}, y, 0, 1);
+    return e || !mean ? e : map(c, MP_FN_SCALE, 1, &y, y, 1, (double)n->nin);
 }
 
 /* Clip with constant bounds (inputs 1 and 2 from opset 11, attributes before):
@@ -628,6 +651,31 @@ static const char *lower_reverse_seq(cg *c, const mp_node *n)
     return NULL;
 }
 
+/* LRN and LRNGrad (float32 / float64, as runtime/cpu_conv.c and cpu_grad.c): MP_CU_LRN, a thread per
+ * element recomputing its channel windows' sums. */
+static const char *lower_lrn(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "LRNGrad");
+    int32_t x = vin(n, grad), y = vout(n, 0);
+    int32_t operands[3] = {vin(n, 0), grad ? x : y, grad ? y : -1}; /* X, Y or dY, X, dX */
+    if (x < 0 || y < 0 || operands[0] < 0) return "missing operands";
+    for (int k = 0; k < 3; k++) {
+        if (operands[k] < 0) continue;
+        if (!is_f32(c, operands[k]) && V(c, operands[k])->dtype != MP_DOUBLE) return "a type other than float32 / float64";
+        if (tview(c, operands[k])) return "a transposed view operand";
+    }
+    int64_t size = mp_attr_int(n, "size", 0);
+    if (size < 1) return "a size below 1";
+    if (V(c, x)->rank < 2 || numel(c, y) != numel(c, x)) return "an input of rank < 2 or an output of another size";
+    int64_t C = dim(c, x, 1), planes = dim(c, x, 0) * C;
+    if (!numel(c, y) || T(c, y) < 0) return NULL;
+    EMIT(I, MP_CU_LRN, numel(c, y));
+    I->p[LRN_KIND] = grad ? LRNK_DX : LRNK_FWD, I->p[LRN_C] = C, I->p[LRN_PER] = numel(c, x) / planes, I->p[LRN_SIZE] = size;
+    I->f[0] = mp_attr_float(n, "alpha", 1e-4f), I->f[1] = mp_attr_float(n, "beta", 0.75f), I->f[2] = mp_attr_float(n, "bias", 1.0f);
+    for (int k = 0; k < 3; k++) I->t[k] = T(c, operands[k]);
+    return NULL;
+}
+
 /* What the gathers and scatters by index (Elements, ND) check alike: data, int32/int64 indices, for a
  * scatter float updates, all of one dtype and none a transposed view; *red the scatter's reduction (none,
  * add, mul, max, min: 0..4; a gather's 0). */
@@ -810,13 +858,14 @@ static const char *lower_sum_to(cg *c, const mp_node *n)
 
 static const char *lower_gap(cg *c, const mp_node *n)
 {
-    bool grad = !strcmp(n->op_type, "GlobalAveragePoolGrad");
+    bool grad = !strcmp(n->op_type, "GlobalAveragePoolGrad"), max = !strcmp(n->op_type, "GlobalMaxPool");
     int32_t x = vin(n, 0), y = vout(n, 0), big = grad ? y : x; /* [N, C, spatial..] */
     const char *e = plain_f32(c, n);
     if (e) return e;
     if (V(c, big)->rank < 2) return "rank < 2";
     int64_t planes = dim(c, big, 0) * dim(c, big, 1), sp = planes ? numel(c, big) / planes : 0, one = 1;
     if (grad) return map(c, MP_FN_SCALE, 1, &x, y, 1, (double)sp);
+    if (max) return reduce_mode(c, x, y, 1, &planes, &sp, 1, &sp, &one, 1, RED_MAX);
     return reduce(c, x, y, 1, &planes, &sp, 1, &sp, &one, (double)sp);
 }
 
@@ -1926,7 +1975,9 @@ static const struct {
     {"Reshape", lower_view}, {"Flatten", lower_view}, {"Squeeze", lower_view}, {"Unsqueeze", lower_view},
     {"Identity", lower_view}, {"Clip", lower_clip}, {"PRelu", lower_prelu}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
     {"Split", lower_split}, {"Slice", lower_slice}, {"SliceGrad", lower_slice}, {"Gather", lower_gather},
-    {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"LpNormalization", lower_lp_norm}, {"ReverseSequence", lower_reverse_seq}, {"GatherElements", lower_elements},
+    {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"LpNormalization", lower_lp_norm}, {"ReverseSequence", lower_reverse_seq}, {"LRN", lower_lrn}, {"LRNGrad", lower_lrn},
+    {"Sum", lower_variadic}, {"Mean", lower_variadic}, {"Max", lower_variadic}, {"Min", lower_variadic},
+    {"GlobalMaxPool", lower_gap}, {"GatherElements", lower_elements},
     {"ScatterElements", lower_elements}, {"MaxUnpool", lower_max_unpool}, {"CenterCropPad", lower_center_crop_pad}, {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space},
     {"Tile", lower_tile}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},
     {"MatMulGradA", lower_matmul}, {"MatMulGradB", lower_matmul}, {"SumToShape", lower_sum_to},

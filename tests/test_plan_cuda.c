@@ -241,7 +241,8 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * implicit output, "..." broadcasting a size-1 axis, labels summed by one
  * operand alone, and a diagonal; the activations (Sin .. Swish, alphas not
  * their defaults), SwiGLU, MaxUnpool, CenterCropPad, LpNormalization (p 1, 2), ReverseSequence (batch-major,
- * a partial length), Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
+ * a partial length), LRN (sizes 3 and 2), GlobalMaxPool, Sum/Mean/Max of three inputs and Min of one,
+ * Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
  * GroupNormalization (scale per channel and per group), ReduceMax/Min (ties,
  * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum
  * (exclusive, reverse), DepthToSpace (DCR, CRD), SpaceToDepth, Tile,
@@ -443,6 +444,28 @@ static void write_op_forms(const char *path)
     mp_ob_attr_int(b, n, "batch_axis", 0);
     mp_ob_attr_int(b, n, "time_axis", 1);
     add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "prs", 2, (int64_t[]){12, 6}, 1.0f)), 1.0f);
+    /* LRN over 6 channels (size 3) and over 2 (size 2: a window past both ends), alphas large enough to
+     * show; GlobalMaxPool; the variadic Sum and Mean of three broadcast inputs, Max of three and Min of one
+     * (these two of the input alone: the gradient of Max takes two inputs at most) */
+    n = NODE(b, "LRN", OP(b, "Reshape", x10, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 6, 12})));
+    mp_ob_attr_int(b, n, "size", 3);
+    mp_ob_attr_float(b, n, "alpha", 0.6f);
+    mp_ob_attr_float(b, n, "beta", 0.7f);
+    mp_ob_attr_float(b, n, "bias", 1.5f);
+    add_scaled(b, &acc, n->output[0], 1.0f);
+    n = NODE(b, "LRN", x10);
+    mp_ob_attr_int(b, n, "size", 2);
+    mp_ob_attr_float(b, n, "alpha", 0.9f);
+    add_scaled(b, &acc, n->output[0], 1.0f);
+    add_scaled(b, &acc, OP(b, "GlobalMaxPool", x10), 1.0f);
+    const char *prow = mp_ob_param_uniform(b, "prow", 1, (int64_t[]){6}, 1.0f);
+    n = mp_ob_node(b, "Sum", 1, 3, (const char *[]){x10, prow, OP(b, "Neg", xp)});
+    add_scaled(b, &acc, n->output[0], 0.3f);
+    n = mp_ob_node(b, "Mean", 1, 3, (const char *[]){x10, prow, mp_ob_const_f32(b, 0.25f)});
+    add_scaled(b, &acc, n->output[0], 1.0f);
+    n = mp_ob_node(b, "Max", 1, 3, (const char *[]){x, OP(b, "Neg", x), mp_ob_const_f32(b, 0.02f)});
+    add_scaled(b, &acc, n->output[0], 10.0f);
+    add_scaled(b, &acc, NODE(b, "Min", x)->output[0], 10.0f);
     const char *halves = OP(b, "Div", OP(b, "Floor", OP(b, "Mul", x10, mp_ob_const_f32(b, 4.0f))), mp_ob_const_f32(b, 2.0f));
     add_scaled(b, &acc, OP(b, "Add", OP(b, "Round", halves), OP(b, "Ceil", OP(b, "Mul", OP(b, "Sign", xp), halves))), 0.1f);
     add_scaled(b, &acc, OP(b, "PRelu", x10, mp_ob_param_uniform(b, "slope", 3, (int64_t[]){2, 1, 1}, 1.0f)), 0.1f);

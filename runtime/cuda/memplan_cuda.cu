@@ -184,6 +184,7 @@ static void init_launchers(void)
     launchers[MP_CU_AFFINE_GRID] = launch<k_affine_grid>;
     launchers[MP_CU_LP_NORM] = launch<k_lp_norm>;
     launchers[MP_CU_REVERSE_SEQ] = launch<k_reverse_seq>;
+    launchers[MP_CU_LRN] = launch<k_lrn>;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */

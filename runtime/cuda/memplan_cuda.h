@@ -59,6 +59,7 @@ enum {
     MP_CU_AFFINE_GRID,  /* AffineGrid and its dTheta in kinds */
     MP_CU_LP_NORM,      /* LpNormalization, a thread per line along the axis */
     MP_CU_REVERSE_SEQ,  /* ReverseSequence, a thread per element (any dtype, by element size) */
+    MP_CU_LRN,          /* LRN and its gradient in kinds, a thread per element */
     MP_CU_OP_COUNT
 };
 

@@ -1374,6 +1374,48 @@ MP_HD void k_reverse_seq(const mp_cu_args *a, int64_t i)
     mp_cu_move(a->x[2], i, a->x[0], src, a->dt[0]);
 }
 
+/* ---- LRN (runtime/cpu_conv.c mp_cpu_LRN) and its gradient (cpu_grad.c mp_cpu_LRNGrad) ------------ */
+
+/* p: kind, C, per (elements of one (n, c) plane), size; f: alpha, beta, bias. A thread per element of Y
+ * (x0 X, x1 Y) or of dX (x0 dY, x1 X, x2 dX), each window's sums in double in the CPU's order. */
+enum { LRN_KIND = 0, LRN_C, LRN_PER, LRN_SIZE };
+enum { LRNK_FWD = 0, LRNK_DX };
+
+/* bias + alpha / size * (the sum of squares of X over channel c's window [c - lo, c + hi]) at (n, ., i) */
+MP_HD double mp_cu_lrn_den(const mp_cu_args *a, const void *x, int dt, int64_t n, int64_t c, int64_t i)
+{
+    int64_t C = a->p[LRN_C], per = a->p[LRN_PER], size = a->p[LRN_SIZE], lo = (size - 1) / 2, hi = size - 1 - lo;
+    double sq = 0;
+    for (int64_t j = c - lo; j <= c + hi; j++)
+        if (j >= 0 && j < C) {
+            double v = mp_cu_ld(x, dt, (n * C + j) * per + i);
+            sq += a->p[LRN_KIND] == LRNK_FWD ? v * v : pow(v, 2);
+        }
+    return a->f[2] + a->f[0] / (double)size * sq;
+}
+
+MP_HD void k_lrn(const mp_cu_args *a, int64_t e)
+{
+    int64_t C = a->p[LRN_C], per = a->p[LRN_PER], size = a->p[LRN_SIZE], lo = (size - 1) / 2, hi = size - 1 - lo;
+    int64_t i = e % per, c = (e / per) % C, n = e / (per * C);
+    double beta = a->f[1];
+    if (a->p[LRN_KIND] == LRNK_FWD) {
+        mp_cu_st(a->x[1], a->dt[1], e, mp_cu_ld(a->x[0], a->dt[0], e) / pow(mp_cu_lrn_den(a, a->x[0], a->dt[0], n, c, i), beta));
+        return;
+    }
+    double s = 0; /* the channels whose window holds c: [c - hi, c + lo] */
+    for (int64_t j = c - hi; j <= c + lo; j++)
+        if (j >= 0 && j < C) {
+            int64_t at = (n * C + j) * per + i;
+            s += mp_cu_ld(a->x[0], a->dt[0], at) * mp_cu_ld(a->x[1], a->dt[1], at) *
+                 pow(mp_cu_lrn_den(a, a->x[1], a->dt[1], n, j, i), -beta - 1);
+        }
+    double alpha = a->f[0] / (double)size;
+    mp_cu_st(a->x[2], a->dt[2], e,
+             mp_cu_ld(a->x[0], a->dt[0], e) * pow(mp_cu_lrn_den(a, a->x[1], a->dt[1], n, c, i), -beta) -
+                 2 * beta * alpha * mp_cu_ld(a->x[1], a->dt[1], e) * s);
+}
+
 /* ---- GatherElements, ScatterElements (runtime/cpu_tensor.c) -------------------------------------- */
 
 /* p: rank r, axis, then the indices' dims[r] (the output's for GatherElements), the data's dims[r].
