@@ -283,7 +283,9 @@ static const struct {
     {"ThresholdedRelu", MP_FN_THRESHOLDED_RELU, 1}, {"Mish", MP_FN_MISH, 1}, {"Swish", MP_FN_SWISH, 1},
     {"Tan", MP_FN_TAN, 1}, {"Sinh", MP_FN_SINH, 1}, {"Cosh", MP_FN_COSH, 1}, {"Asin", MP_FN_ASIN, 1},
     {"Acos", MP_FN_ACOS, 1}, {"Atan", MP_FN_ATAN, 1}, {"Asinh", MP_FN_ASINH, 1}, {"Acosh", MP_FN_ACOSH, 1},
-    {"Atanh", MP_FN_ATANH, 1}, {"SwiGLU", MP_FN_SWIGLU, 2},
+    {"Atanh", MP_FN_ATANH, 1}, {"SwiGLU", MP_FN_SWIGLU, 2}, {"Not", MP_FN_NOT, 1}, {"IsNaN", MP_FN_IS_NAN, 1},
+    {"IsInf", MP_FN_IS_INF, 1}, {"Shrink", MP_FN_SHRINK, 1}, {"GreaterOrEqual", MP_FN_GREATER_EQ, 2},
+    {"LessOrEqual", MP_FN_LESS_EQ, 2}, {"Xor", MP_FN_XOR, 2}, {"Mod", MP_FN_MOD, 2},
 };
 
 static const char *lower_map(cg *c, const mp_node *n)
@@ -308,6 +310,12 @@ static const char *lower_map(cg *c, const mp_node *n)
         f0 = mp_attr_float(n, "alpha", 1.0f);
     if (fn == MP_FN_SELU)
         f0 = mp_attr_float(n, "alpha", 1.67326319217681884765625f), f1 = mp_attr_float(n, "gamma", 1.05070102214813232421875f);
+    if (fn == MP_FN_IS_INF) f0 = (double)mp_attr_int(n, "detect_negative", 1), f1 = (double)mp_attr_int(n, "detect_positive", 1);
+    if (fn == MP_FN_SHRINK) f0 = mp_attr_float(n, "bias", 0.0f), f1 = mp_attr_float(n, "lambd", 0.5f);
+    if (fn == MP_FN_MOD) {
+        if (mp_attr_int(n, "fmod", 0)) fn = MP_FN_FMOD;
+        f0 = !mp_dtype_is_float(V(c, out)->dtype);
+    }
     if (fn == MP_FN_MASK_SCALE) {
         double ratio = mp_attr_float(n, "ratio", 0.5f);
         f0 = ratio < 1 ? 1 / (1 - ratio) : 0;

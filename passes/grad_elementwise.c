@@ -320,6 +320,13 @@ int mp_grad_ThresholdedRelu(mp_ad *ad, int32_t node, const int32_t *dy)
     return ad_give(ad, IN(0), above < 0 ? -1 : where_grad(ad, dy[0], above, 0), true);
 }
 
+/* Shrink: dY where |X| > lambd (the output is X -+ bias there, 0 between). Reads X. */
+int mp_grad_Shrink(mp_ad *ad, int32_t node, const int32_t *dy)
+{
+    int32_t outside = bin(ad, "Greater", un(ad, "Abs", IN(0)), scalar(ad, IN(0), mp_attr_float(NODE, "lambd", 0.5f)));
+    return ad_give(ad, IN(0), outside < 0 ? -1 : where_grad(ad, dy[0], outside, 0), true);
+}
+
 /* Elu, Selu, Celu: dY (times gamma for Selu) where X > 0; below, the
  * derivative from the output: Elu Y + alpha, Selu Y + gamma alpha, Celu
  * Y / alpha + 1. Read X and Y. */

@@ -141,6 +141,8 @@ static const tcase cases[] = {
     {"leaky_thresholded_relu", 17, MP_LOSS_MSE, SIGNED, {{"x", 'x', 2, {3, 4}}, {"p", 'p', 2, {3, 4}}},
      {{"Mul", {"x", "p"}, {"a"}}, {"LeakyRelu", {"a"}, {"b"}, {F("alpha", 0.2f)}},
       {"ThresholdedRelu", {"b"}, {"y"}, {F("alpha", -0.1f)}}}},
+    {"shrink", 17, MP_LOSS_MSE, SIGNED, {{"x", 'x', 2, {6, 8}}, {"p", 'p', 2, {6, 8}}},
+     {{"Mul", {"x", "p"}, {"a"}}, {"Shrink", {"a"}, {"y"}, {F("lambd", 0.7f), F("bias", 0.1f)}}}},
     {"elu_selu_celu", 17, MP_LOSS_MSE, SIGNED, {{"x", 'x', 2, {3, 4}}, {"p", 'p', 2, {3, 4}}},
      {{"Mul", {"x", "p"}, {"a"}}, {"Elu", {"a"}, {"b"}, {F("alpha", 0.7f)}}, {"Selu", {"b"}, {"c"}},
       {"Celu", {"c"}, {"y"}, {F("alpha", 1.3f)}}}},

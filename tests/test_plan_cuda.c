@@ -242,6 +242,7 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * operand alone, and a diagonal; the activations (Sin .. Swish, alphas not
  * their defaults), SwiGLU, MaxUnpool, CenterCropPad, LpNormalization (p 1, 2), ReverseSequence (batch-major,
  * a partial length), LRN (sizes 3 and 2), GlobalMaxPool, Sum/Mean/Max of three inputs and Min of one,
+ * GreaterOrEqual/LessOrEqual/Xor/Not/IsInf/IsNaN/Mod masks, Shrink,
  * Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
  * GroupNormalization (scale per channel and per group), ReduceMax/Min (ties,
  * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum
@@ -466,6 +467,32 @@ static void write_op_forms(const char *path)
     n = mp_ob_node(b, "Max", 1, 3, (const char *[]){x, OP(b, "Neg", x), mp_ob_const_f32(b, 0.02f)});
     add_scaled(b, &acc, n->output[0], 10.0f);
     add_scaled(b, &acc, NODE(b, "Min", x)->output[0], 10.0f);
+    /* the masks and integer ops of a data path, on xs = 10 x (the input is seeded in [-0.1, 0.1]):
+     * GreaterOrEqual and LessOrEqual at ties (Floor(3 xs) is 0 on a sixth of it), Xor and Not of them, IsInf
+     * (detect_negative 0) of xs / 0, IsNaN of 0 / 0, Mod of floats (fmod 1) and of int64 (Python's sign, a
+     * zero divisor giving 0), each a float mask by Where over x10 (so Where's gradient runs); Shrink of x10
+     * (its gradient: dY where |X| > lambd) */
+    const char *xs = OP(b, "Mul", x, mp_ob_const_f32(b, 10.0f)), *zero = mp_ob_const_f32(b, 0.0f);
+    const char *f3 = OP(b, "Floor", OP(b, "Mul", xs, mp_ob_const_f32(b, 3.0f))), *r0 = OP(b, "Relu", f3), *masks[6];
+    masks[0] = OP(b, "Xor", OP(b, "GreaterOrEqual", f3, zero), OP(b, "Not", OP(b, "LessOrEqual", f3, zero)));
+    n = NODE(b, "IsInf", OP(b, "Div", xs, r0));
+    mp_ob_attr_int(b, n, "detect_negative", 0);
+    masks[1] = n->output[0];
+    masks[2] = OP(b, "IsNaN", OP(b, "Div", r0, r0));
+    n = NODE(b, "Mod", xs, mp_ob_const_f32(b, 0.3f));
+    mp_ob_attr_int(b, n, "fmod", 1);
+    masks[3] = OP(b, "Greater", n->output[0], mp_ob_const_f32(b, 0.1f));
+    n = NODE(b, "Cast", OP(b, "Mul", xs, mp_ob_const_f32(b, 7.0f)));
+    mp_ob_attr_int(b, n, "to", MP_INT64);
+    const char *ints = OP(b, "Mod", n->output[0], mp_ob_const_i64(b, 1, 6, (int64_t[]){0, 3, -4, 5, -2, 7}));
+    masks[4] = OP(b, "Greater", ints, mp_ob_const_i64(b, 0, 1, (int64_t[]){0}));
+    masks[5] = OP(b, "Equal", ints, mp_ob_const_i64(b, 0, 1, (int64_t[]){0}));
+    for (int k = 0; k < 6; k++) /* weights apart: one mask's gain must not be another's loss */
+        add_scaled(b, &acc, OP(b, "Where", masks[k], x10, zero), 0.2f + 0.1f * (float)k);
+    n = NODE(b, "Shrink", x10);
+    mp_ob_attr_float(b, n, "lambd", 0.4f);
+    mp_ob_attr_float(b, n, "bias", 0.1f);
+    add_scaled(b, &acc, n->output[0], 1.0f);
     const char *halves = OP(b, "Div", OP(b, "Floor", OP(b, "Mul", x10, mp_ob_const_f32(b, 4.0f))), mp_ob_const_f32(b, 2.0f));
     add_scaled(b, &acc, OP(b, "Add", OP(b, "Round", halves), OP(b, "Ceil", OP(b, "Mul", OP(b, "Sign", xp), halves))), 0.1f);
     add_scaled(b, &acc, OP(b, "PRelu", x10, mp_ob_param_uniform(b, "slope", 3, (int64_t[]){2, 1, 1}, 1.0f)), 0.1f);

@@ -160,19 +160,32 @@ MP_HD double mp_cu_fn(int fn, double u, double v, double w, const double *f)
     case MP_FN_ASINH: return asinh(u);
     case MP_FN_ACOSH: return acosh(u);
     case MP_FN_ATANH: return atanh(u);
+    case MP_FN_NOT: return u == 0;
+    case MP_FN_IS_NAN: return isnan(u);
+    case MP_FN_IS_INF: return isinf(u) && ((u < 0 && f[0] != 0) || (u > 0 && f[1] != 0)); /* f: detect_negative, _positive */
+    case MP_FN_SHRINK: return u < -f[1] ? u + f[0] : u > f[1] ? u - f[0] : 0; /* f: bias, lambd */
     case MP_FN_ADD: return u + v;
     case MP_FN_SUB: return u - v;
     case MP_FN_MUL: return u * v;
     case MP_FN_DIV: return u / v;
     case MP_FN_IDIV: return v == 0 ? 0 : trunc(u / v);
     case MP_FN_POW: return pow(u, v);
-    case MP_FN_MAX: return fmax(u, v);
-    case MP_FN_MIN: return fmin(u, v);
+    case MP_FN_MAX: return u != u || u > v ? u : v; /* NaN propagates, as the CPU's (numpy's maximum) */
+    case MP_FN_MIN: return u != u || u < v ? u : v;
     case MP_FN_EQUAL: return u == v;
     case MP_FN_LESS: return u < v;
     case MP_FN_GREATER: return u > v;
     case MP_FN_AND: return u != 0 && v != 0;
     case MP_FN_OR: return u != 0 || v != 0;
+    case MP_FN_GREATER_EQ: return u >= v;
+    case MP_FN_LESS_EQ: return u <= v;
+    case MP_FN_XOR: return (u != 0) != (v != 0);
+    /* f[0] 1: integers, where a zero divisor gives 0 (the CPU's); fmod's sign is the dividend's, Mod's the divisor's */
+    case MP_FN_FMOD: return v == 0 && f[0] != 0 ? 0 : fmod(u, v);
+    case MP_FN_MOD: {
+        double r = v == 0 && f[0] != 0 ? 0 : fmod(u, v);
+        return r != 0 && (r < 0) != (v < 0) ? r + v : r;
+    }
     case MP_FN_SWIGLU: return u * mp_cu_sigmoid(f[0] * u) * v; /* as the CPU kernel: Swish(A) B */
     case MP_FN_RELU_GRAD: return v > 0 ? u : 0;
     case MP_FN_SIGMOID_GRAD: return u * v * (1 - v);
