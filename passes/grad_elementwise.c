@@ -150,16 +150,29 @@ int mp_grad_Clip(mp_ad *ad, int32_t node, const int32_t *dy)
     return ad_give(ad, x, where_grad(ad, dy[0], outside, 1), true);
 }
 
-/* Min, Max of one or two inputs: reads both; dY goes to the input chosen
- * (the first on ties). More inputs are not supported. */
+/* Min, Max: reads the inputs; dY goes to the input chosen (the first on ties). Two: where the second beats
+ * the first. More: where an input equals Y and no earlier one does (a NaN in Y gives nothing). */
 static int min_max(mp_ad *ad, int32_t node, const int32_t *dy, const char *beats)
 {
     if (NODE->nin == 1) return ad_give(ad, IN(0), dy[0], false);
-    if (NODE->nin != 2) return mp_fail(ad->err, "the gradient of %d inputs is not supported (1 or 2)", NODE->nin);
-    int32_t second = compare(ad, beats, IN(1), IN(0)); /* where the second input is chosen */
-    if (second < 0) return -1;
-    for (int k = 0; k < 2; k++)
-        if (ad_needs(ad, IN(k)) && ad_give_sum(ad, IN(k), where_grad(ad, dy[0], second, 1 - k), true)) return -1;
+    if (NODE->nin == 2) {
+        int32_t second = compare(ad, beats, IN(1), IN(0)); /* where the second input is chosen */
+        if (second < 0) return -1;
+        for (int k = 0; k < 2; k++)
+            if (ad_needs(ad, IN(k)) && ad_give_sum(ad, IN(k), where_grad(ad, dy[0], second, 1 - k), true)) return -1;
+        return 0;
+    }
+    int32_t taken = -1; /* where an earlier input equals Y */
+    for (int k = 0; k < NODE->nin; k++) {
+        int32_t eq = compare(ad, "Equal", IN(k), OUT(0)), chosen = eq;
+        if (eq < 0) return -1;
+        if (k > 0) {
+            int32_t free_ = ad_emit(ad, "Not", "", 1, &taken, "grad_mask");
+            if (free_ < 0 || (chosen = compare(ad, "And", eq, free_)) < 0) return -1;
+        }
+        if (ad_needs(ad, IN(k)) && ad_give_sum(ad, IN(k), where_grad(ad, dy[0], chosen, 0), true)) return -1;
+        if (k + 1 < NODE->nin && (taken = k ? compare(ad, "Or", taken, eq) : eq) < 0) return -1;
+    }
     return 0;
 }
 
