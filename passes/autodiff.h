@@ -124,9 +124,12 @@ int mp_unroll_rnn(mp_graph *g, mp_err *err);
 /* Writes onnxruntime's fused contrib ops (Gelu, BiasGelu, FastGelu,
  * SimplifiedLayerNormalization, SkipLayerNormalization,
  * SkipSimplifiedLayerNormalization, FusedMatMul, Attention) as the ONNX ops they fuse,
- * in their place (contrib.c); fails naming a node whose form has no ONNX
- * equivalent; relinks the graph. */
+ * and the ONNX function ops without a gradient rule (MeanVarianceNormalization)
+ * as their bodies, in their place (contrib.c); fails naming a node whose form
+ * has no ONNX equivalent; relinks the graph. */
 int mp_contrib_lower(mp_graph *g, mp_err *err);
+/* Whether mp_contrib_lower rewrites op (domain "" or "ai.onnx": the default). */
+bool mp_contrib_rewrites(const char *op, const char *domain);
 /* Replaces each node that match() accepts by the nodes rewrite(g, node)
  * appends (writing the node's own output values), in the node's place in the
  * node order; fails with rewrite's message; relinks the graph (expand.c). */

@@ -1,5 +1,6 @@
 /* contrib.c - writes onnxruntime's fused contrib ops (what its transformer
- * optimizer leaves in a model) as the ONNX ops they fuse, before autodiff:
+ * optimizer leaves in a model), and the ONNX function ops that have no
+ * gradient rule of their own, as the ONNX ops they stand for, before autodiff:
  *
  *   Gelu (com.microsoft)                      Gelu(X)
  *   BiasGelu (com.microsoft)                  Gelu(X + bias)
@@ -9,6 +10,7 @@
  *   SkipSimplifiedLayerNormalization (c.m.)   s = input + skip [+ bias]; RMSNormalization(s, gamma)
  *   FusedMatMul (com.microsoft)               alpha * MatMul(A or A^T, B or B^T)
  *   Attention (com.microsoft)                 Split(input W + b) into q, k, v; Attention(q, k, v, mask)
+ *   MeanVarianceNormalization                 d = X - mean(X); d / (sqrt(mean(d^2)) + 1e-9) over axes
  *
  * The rewrite writes the node's own output values (the Skip ops' sum goes to
  * input_skip_bias_sum, LayerNormalization's statistics to mean and
@@ -236,6 +238,36 @@ static void rewrite_attention(rw *r)
     finish(r, an, out);
 }
 
+/* ReduceMean(x) over axes, keepdims 1: the axes an input from opset 18, an attribute before. */
+static int32_t mean_over(rw *r, int32_t x, const int64_t *axes, int naxes, const char *what)
+{
+    bool input = mp_graph_opset(r->g, "") >= 18;
+    int32_t in[2] = {x, input ? ad_const_ints(&r->ad, axes, naxes) : -1}, out = -1;
+    int32_t n = begin(r, "ReduceMean", input ? 2 : 1, in, &out, what);
+    if (n >= 0 && !input) ad_attr_ints(r->g, &r->g->nodes[n], "axes", axes, naxes);
+    return finish(r, n, out);
+}
+
+/* MeanVarianceNormalization (axes, default [0, 2, 3]): the function body's epsilon, the variance taken
+ * about the mean as runtime/cpu_norm.c takes it (the body's E[X^2] - E[X]^2 cancels). */
+static void rewrite_mvn(rw *r)
+{
+    static const int64_t def[3] = {0, 2, 3};
+    const int64_t *axes = def;
+    int naxes = mp_attr_ints(r->n, "axes", &axes);
+    if (naxes < 0) axes = def, naxes = 3;
+    if (naxes == 0) {
+        mp_fail(r->ad.err, "an empty axes list is not supported");
+        return;
+    }
+    int32_t mean = mean_over(r, IN(0), axes, naxes, "mean");
+    int32_t d = emit(r, "Sub", 2, (int32_t[]){IN(0), mean}, -1, "centered");
+    int32_t sq = emit(r, "Mul", 2, (int32_t[]){d, d}, -1, "squared");
+    int32_t sd = emit(r, "Sqrt", 1, (int32_t[]){mean_over(r, sq, axes, naxes, "variance")}, -1, "std");
+    int32_t eps = ad_const_scalar(&r->ad, r->g->values[IN(0)].dtype, 1e-9);
+    emit(r, "Div", 2, (int32_t[]){d, emit(r, "Add", 2, (int32_t[]){sd, eps}, -1, "std_eps")}, OUT(0), "normalized");
+}
+
 static const struct contrib_op {
     const char *op, *domain;
     void (*rewrite)(rw *r);
@@ -248,24 +280,27 @@ static const struct contrib_op {
     {"SkipSimplifiedLayerNormalization", "com.microsoft", rewrite_skip_simplified_norm},
     {"FusedMatMul", "com.microsoft", rewrite_fused_matmul},
     {"Attention", "com.microsoft", rewrite_attention},
+    {"MeanVarianceNormalization", "", rewrite_mvn},
 };
 
-static const struct contrib_op *contrib_of(const mp_node *n)
+static const struct contrib_op *contrib_of(const char *op, const char *domain)
 {
-    const char *d = n->domain && strcmp(n->domain, "ai.onnx") ? n->domain : "";
+    const char *d = domain && strcmp(domain, "ai.onnx") ? domain : "";
     for (size_t k = 0; k < sizeof contrib_ops / sizeof *contrib_ops; k++)
-        if (!strcmp(n->op_type, contrib_ops[k].op) && !strcmp(d, contrib_ops[k].domain)) return &contrib_ops[k];
+        if (!strcmp(op, contrib_ops[k].op) && !strcmp(d, contrib_ops[k].domain)) return &contrib_ops[k];
     return NULL;
 }
 
-static bool is_contrib(const mp_node *n) { return contrib_of(n) != NULL; }
+bool mp_contrib_rewrites(const char *op, const char *domain) { return contrib_of(op, domain) != NULL; }
+
+static bool is_contrib(const mp_node *n) { return contrib_of(n->op_type, n->domain) != NULL; }
 
 static int rewrite(mp_graph *g, int32_t node, mp_err *err)
 {
     mp_err inner = {{0}};
     const mp_node n = g->nodes[node];
     rw r = {.ad = {g, &inner, MP_PHASE_FORWARD, g->nvalues, NULL, NULL, NULL}, .g = g, .n = &n};
-    contrib_of(&n)->rewrite(&r);
+    contrib_of(n.op_type, n.domain)->rewrite(&r);
     if (failed(&r))
         return mp_fail(err, "node '%s' (%s, %s): %s", n.name, n.op_type, n.domain && *n.domain ? n.domain : "ai.onnx",
                        inner.msg);

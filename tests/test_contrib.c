@@ -280,15 +280,47 @@ START_TEST(attention)
 END_TEST
 
 /* What has no ONNX form is refused, naming the node and the reason. */
+/* MeanVarianceNormalization over axes {0, 2} of [B, S, H] (the statistics per s), against its definition:
+ * (x - mean) / (sqrt(variance) + 1e-9); at opset 17 (ReduceMean's axes an attribute) and 18 (an input). */
+START_TEST(mean_variance_normalization)
+{
+    net n = make();
+    n.g->opsets = mp_arena_alloc(n.g->arena, sizeof *n.g->opsets), n.g->nopsets = 1;
+    n.g->opsets[0] = (mp_opset){"", 17 + _i};
+    int32_t y = 0;
+    mp_node *mv = node(&n, "MeanVarianceNormalization", "", 1, &n.in[0], 1, &y);
+    mv->attrs = mp_arena_alloc(n.g->arena, sizeof *mv->attrs), mv->nattrs = 1;
+    mv->attrs[0] = (mp_attr){.name = "axes", .type = MP_ATTR_INTS, .n = 2, .ints = (int64_t[]){0, 2}};
+    mp_exec *ex = run(&n, &y, 1);
+    double want[B * S * H];
+    for (int s = 0; s < S; s++) {
+        double mean = 0, var = 0;
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) mean += x[(b * S + s) * H + h] / (B * H);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) var += pow(x[(b * S + s) * H + h] - mean, 2) / (B * H);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) want[(b * S + s) * H + h] = (x[(b * S + s) * H + h] - mean) / (sqrt(var) + 1e-9);
+    }
+    expect(ex, y, want, B * S * H, "MeanVarianceNormalization");
+    mp_exec_free(ex);
+    mp_graph_free(n.g);
+}
+END_TEST
+
 START_TEST(refused)
 {
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         net n = make();
         mp_err err = {{0}};
         int32_t out[2] = {0, 0}, y = 0;
         if (k == 0) { /* the RMS form's inv_std_var, read */
             node(&n, "SimplifiedLayerNormalization", "", 2, (int32_t[]){n.in[0], n.in[2]}, 2, out);
             node(&n, "Identity", "", 1, &out[1], 1, &y);
+        } else if (k == 2) { /* an empty axes list: nothing to normalize over */
+            mp_node *mv = node(&n, "MeanVarianceNormalization", "", 1, &n.in[0], 1, &y);
+            mv->attrs = mp_arena_alloc(n.g->arena, sizeof *mv->attrs), mv->nattrs = 1;
+            mv->attrs[0] = (mp_attr){.name = "axes", .type = MP_ATTR_INTS, .n = 0, .ints = NULL};
         } else {
             mp_node *fm = node(&n, "FusedMatMul", "com.microsoft", 2, (int32_t[]){n.in[0], n.in[1]}, 1, &y);
             fm->attrs = mp_arena_alloc(n.g->arena, sizeof *fm->attrs), fm->nattrs = 1;
@@ -297,8 +329,10 @@ START_TEST(refused)
         n.g->outputs = mp_arena_dup(n.g->arena, &y, sizeof y), n.g->noutputs = 1;
         ck_assert_msg(!mp_graph_link(n.g, &err) && !mp_infer(n.g, &err), "%s", err.msg);
         ck_assert_int_eq(mp_contrib_lower(n.g, &err), -1);
-        const char *want = k == 0 ? "'SimplifiedLayerNormalization'" : "'FusedMatMul' (FusedMatMul, com.microsoft)";
-        const char *why = k == 0 ? "output 1 (inv_std_var) has no ONNX form" : "transBatchA";
+        static const char *const wants[3] = {"'SimplifiedLayerNormalization'", "'FusedMatMul' (FusedMatMul, com.microsoft)",
+                                             "'MeanVarianceNormalization' (MeanVarianceNormalization, ai.onnx)"};
+        static const char *const whys[3] = {"output 1 (inv_std_var) has no ONNX form", "transBatchA", "empty axes"};
+        const char *want = wants[k], *why = whys[k];
         ck_assert_msg(strstr(err.msg, want) && strstr(err.msg, why), "message: %s", err.msg);
         mp_graph_free(n.g);
     }
@@ -314,6 +348,7 @@ int main(void)
     tcase_add_test(tc, skip_layer_norms);
     tcase_add_test(tc, simplified_norm_and_fused_matmul);
     tcase_add_test(tc, attention);
+    tcase_add_loop_test(tc, mean_variance_normalization, 0, 2);
     tcase_add_test(tc, refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

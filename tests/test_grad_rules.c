@@ -440,6 +440,14 @@ static const tcase cases[] = {
      {{"Mul", {"x", "p"}, {"a"}},
       {"com.microsoft:SkipSimplifiedLayerNormalization", {"a", "s", "g", "bi"}, {"n", "", "", "sum"}, {F("epsilon", 1e-3f)}},
       {"Add", {"n", "sum"}, {"r"}}, {"SimplifiedLayerNormalization", {"r", "g2"}, {"y"}, {F("epsilon", 1e-3f)}}}},
+    /* MeanVarianceNormalization (written as its function body, passes/contrib.c): default axes, and {1} at
+     * opset 18 (ReduceMean's axes an input); times a parameter, since its squares sum to a constant */
+    {"mean_variance_norm", 17, MP_LOSS_MSE, SIGNED,
+     {{"x", 'x', 4, {2, 3, 2, 2}}, {"p", 'p', 4, {2, 3, 2, 2}}, {"w", 'p', 4, {2, 3, 2, 2}}},
+     {{"Mul", {"x", "p"}, {"a"}}, {"MeanVarianceNormalization", {"a"}, {"n"}}, {"Mul", {"n", "w"}, {"y"}}}},
+    {"mean_variance_norm_axes", 18, MP_LOSS_MSE, SIGNED,
+     {{"x", 'x', 3, {2, 4, 3}}, {"p", 'p', 3, {2, 4, 3}}, {"w", 'p', 1, {3}}},
+     {{"Mul", {"x", "p"}, {"a"}}, {"MeanVarianceNormalization", {"a"}, {"n"}, {IS("axes", 1)}}, {"Mul", {"n", "w"}, {"y"}}}},
     {"ms_fused_matmul", 17, MP_LOSS_MSE, SIGNED, {{"x", 'x', 3, {2, 4, 3}}, {"p", 'p', 3, {2, 4, 3}}, {"w", 'p', 2, {5, 4}}},
      {{"Mul", {"x", "p"}, {"a"}},
       {"com.microsoft:FusedMatMul", {"a", "w"}, {"y"}, {I("transA", 1), I("transB", 1), F("alpha", 0.5f)}}}},
@@ -676,9 +684,10 @@ static const char *missing(const tcase *c)
         char domain[32] = "";
         if (colon) snprintf(domain, sizeof domain, "%.*s", (int)(colon - op), op);
         const mp_op_def *d = mp_op_find(colon ? colon + 1 : op, domain);
-        /* the recurrent ops and onnxruntime's contrib ops have no rule: the training step rewrites them first */
-        bool unrolled = !strcmp(op, "RNN") || !strcmp(op, "GRU") || !strcmp(op, "LSTM") || colon ||
-                        !strcmp(op, "SimplifiedLayerNormalization");
+        /* the recurrent ops, onnxruntime's contrib ops and the function ops contrib.c writes out have no rule:
+         * the training step rewrites them first */
+        bool unrolled = !strcmp(op, "RNN") || !strcmp(op, "GRU") || !strcmp(op, "LSTM") ||
+                        mp_contrib_rewrites(colon ? colon + 1 : op, domain);
         if (!d || (!mp_grad_rule_for(d->id) && !unrolled)) {
             snprintf(why, sizeof why, "no gradient rule registered for %s", c->n[k].op);
             return why;

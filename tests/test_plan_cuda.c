@@ -242,7 +242,7 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * operand alone, and a diagonal; the activations (Sin .. Swish, alphas not
  * their defaults), SwiGLU, MaxUnpool, CenterCropPad, LpNormalization (p 1, 2), ReverseSequence (batch-major,
  * a partial length), LRN (sizes 3 and 2), GlobalMaxPool, Sum/Mean/Max of three inputs and Min of one,
- * GreaterOrEqual/LessOrEqual/Xor/Not/IsInf/IsNaN/Mod masks, Shrink,
+ * GreaterOrEqual/LessOrEqual/Xor/Not/IsInf/IsNaN/Mod masks, Shrink, MeanVarianceNormalization,
  * Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
  * GroupNormalization (scale per channel and per group), ReduceMax/Min (ties,
  * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum
@@ -489,6 +489,7 @@ static void write_op_forms(const char *path)
     masks[5] = OP(b, "Equal", ints, mp_ob_const_i64(b, 0, 1, (int64_t[]){0}));
     for (int k = 0; k < 6; k++) /* weights apart: one mask's gain must not be another's loss */
         add_scaled(b, &acc, OP(b, "Where", masks[k], x10, zero), 0.2f + 0.1f * (float)k);
+    add_scaled(b, &acc, OP(b, "Mul", OP(b, "MeanVarianceNormalization", x10), plp), 1.0f); /* as its body */
     n = NODE(b, "Shrink", x10);
     mp_ob_attr_float(b, n, "lambd", 0.4f);
     mp_ob_attr_float(b, n, "bias", 0.1f);
