@@ -592,6 +592,17 @@ static int pick_name(const char *s, const char *const *names, int n)
 /* Zeros (a gradient's start, memplan domain): FILL 0. */
 static const char *lower_zeros(cg *c, const mp_node *n) { return fill(c, vout(n, 0), 0); }
 
+/* x as outer x d x inner around the axis (the kernels that run a thread per line along it); false when empty. */
+static bool around_axis(const cg *c, int32_t x, int axis, int64_t *outer, int64_t *d, int64_t *inner)
+{
+    *outer = *inner = 1, *d = dim(c, x, axis);
+    for (int a = 0; a < V(c, x)->rank; a++) {
+        if (a < axis) *outer *= dim(c, x, a);
+        if (a > axis) *inner *= dim(c, x, a);
+    }
+    return *outer && *inner && *d;
+}
+
 /* CumSum (runtime/cpu_reduce.c run_cumulative; the axis a constant input): MP_CU_CUMSUM, a thread per line. */
 static const char *lower_cumsum(cg *c, const mp_node *n)
 {
@@ -603,12 +614,8 @@ static const char *lower_cumsum(cg *c, const mp_node *n)
     int r = V(c, x)->rank;
     axis = norm_axis(axis, r);
     if (axis < 0 || axis >= r) return "axis out of range";
-    int64_t outer = 1, inner = 1, d = dim(c, x, (int)axis);
-    for (int a = 0; a < r; a++) {
-        if (a < axis) outer *= dim(c, x, a);
-        if (a > axis) inner *= dim(c, x, a);
-    }
-    if (!outer || !inner || !d) return NULL;
+    int64_t outer, d, inner;
+    if (!around_axis(c, x, (int)axis, &outer, &d, &inner)) return NULL;
     EMIT(I, MP_CU_CUMSUM, outer * inner);
     I->t[0] = T(c, x), I->t[1] = T(c, y);
     I->p[CS_OUTER] = outer, I->p[CS_D] = d, I->p[CS_INNER] = inner;
@@ -628,12 +635,8 @@ static const char *lower_lp_norm(cg *c, const mp_node *n)
     int64_t axis = norm_axis(mp_attr_int(n, "axis", -1), r), p = mp_attr_int(n, "p", 2);
     if (axis < 0 || axis >= r) return "axis out of range";
     if (p != 1 && p != 2) return "p other than 1 or 2";
-    int64_t outer = 1, inner = 1, d = dim(c, x, (int)axis);
-    for (int a = 0; a < r; a++) {
-        if (a < axis) outer *= dim(c, x, a);
-        if (a > axis) inner *= dim(c, x, a);
-    }
-    if (!outer || !inner || !d) return NULL;
+    int64_t outer, d, inner;
+    if (!around_axis(c, x, (int)axis, &outer, &d, &inner)) return NULL;
     EMIT(I, MP_CU_LP_NORM, outer * inner);
     I->t[0] = T(c, x), I->t[1] = T(c, y);
     I->p[LPN_D] = d, I->p[LPN_INNER] = inner, I->p[LPN_P] = p;
