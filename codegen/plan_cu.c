@@ -667,7 +667,7 @@ static const char *lower_reverse_seq(cg *c, const mp_node *n)
 static const char *lower_lrn(cg *c, const mp_node *n)
 {
     bool grad = !strcmp(n->op_type, "LRNGrad");
-    int32_t x = vin(n, grad), y = vout(n, 0);
+    int32_t x = vin(n, grad ? 1 : 0), y = vout(n, 0);
     int32_t operands[3] = {vin(n, 0), grad ? x : y, grad ? y : -1}; /* X, Y or dY, X, dX */
     if (x < 0 || y < 0 || operands[0] < 0) return "missing operands";
     for (int k = 0; k < 3; k++) {
@@ -1986,9 +1986,10 @@ static const struct {
     {"Reshape", lower_view}, {"Flatten", lower_view}, {"Squeeze", lower_view}, {"Unsqueeze", lower_view},
     {"Identity", lower_view}, {"Clip", lower_clip}, {"PRelu", lower_prelu}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
     {"Split", lower_split}, {"Slice", lower_slice}, {"SliceGrad", lower_slice}, {"Gather", lower_gather},
-    {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"LpNormalization", lower_lp_norm}, {"ReverseSequence", lower_reverse_seq}, {"LRN", lower_lrn}, {"LRNGrad", lower_lrn},
-    {"Sum", lower_variadic}, {"Mean", lower_variadic}, {"Max", lower_variadic}, {"Min", lower_variadic},
-    {"GlobalMaxPool", lower_gap}, {"GatherElements", lower_elements},
+    {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"LpNormalization", lower_lp_norm},
+    {"ReverseSequence", lower_reverse_seq}, {"LRN", lower_lrn}, {"LRNGrad", lower_lrn}, {"Sum", lower_variadic},
+    {"Mean", lower_variadic}, {"Max", lower_variadic}, {"Min", lower_variadic}, {"GlobalMaxPool", lower_gap},
+    {"GatherElements", lower_elements},
     {"ScatterElements", lower_elements}, {"MaxUnpool", lower_max_unpool}, {"CenterCropPad", lower_center_crop_pad}, {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space},
     {"Tile", lower_tile}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},
     {"MatMulGradA", lower_matmul}, {"MatMulGradB", lower_matmul}, {"SumToShape", lower_sum_to},

@@ -446,8 +446,8 @@ static void write_op_forms(const char *path)
     mp_ob_attr_int(b, n, "time_axis", 1);
     add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "prs", 2, (int64_t[]){12, 6}, 1.0f)), 1.0f);
     /* LRN over 6 channels (size 3) and over 2 (size 2: a window past both ends), alphas large enough to
-     * show; GlobalMaxPool; the variadic Sum and Mean of three broadcast inputs, Max of three and Min of one
-     * (these two of the input alone: the gradient of Max takes two inputs at most) */
+     * show; GlobalMaxPool; the variadic Sum, Mean and Max of three broadcast inputs and Min of one, so the
+     * many-input gradient of Max (Equal, Not, And, Or masks) runs too */
     n = NODE(b, "LRN", OP(b, "Reshape", x10, mp_ob_const_i64(b, 1, 3, (int64_t[]){2, 6, 12})));
     mp_ob_attr_int(b, n, "size", 3);
     mp_ob_attr_float(b, n, "alpha", 0.6f);
@@ -464,9 +464,9 @@ static void write_op_forms(const char *path)
     add_scaled(b, &acc, n->output[0], 0.3f);
     n = mp_ob_node(b, "Mean", 1, 3, (const char *[]){x10, prow, mp_ob_const_f32(b, 0.25f)});
     add_scaled(b, &acc, n->output[0], 1.0f);
-    n = mp_ob_node(b, "Max", 1, 3, (const char *[]){x, OP(b, "Neg", x), mp_ob_const_f32(b, 0.02f)});
-    add_scaled(b, &acc, n->output[0], 10.0f);
-    add_scaled(b, &acc, NODE(b, "Min", x)->output[0], 10.0f);
+    n = mp_ob_node(b, "Max", 1, 3, (const char *[]){x10, OP(b, "Neg", x10), prow});
+    add_scaled(b, &acc, n->output[0], 1.0f);
+    add_scaled(b, &acc, NODE(b, "Min", x10)->output[0], 1.0f);
     /* the masks and integer ops of a data path, on xs = 10 x (the input is seeded in [-0.1, 0.1]):
      * GreaterOrEqual and LessOrEqual at ties (Floor(3 xs) is 0 on a sixth of it), Xor and Not of them, IsInf
      * (detect_negative 0) of xs / 0, IsNaN of 0 / 0, Mod of floats (fmod 1) and of int64 (Python's sign, a

@@ -1402,7 +1402,7 @@ MP_HD double mp_cu_lrn_den(const mp_cu_args *a, const void *x, int dt, int64_t n
     for (int64_t j = c - lo; j <= c + hi; j++)
         if (j >= 0 && j < C) {
             double v = mp_cu_ld(x, dt, (n * C + j) * per + i);
-            sq += a->p[LRN_KIND] == LRNK_FWD ? v * v : pow(v, 2);
+            sq += a->p[LRN_KIND] == LRNK_FWD ? v * v : pow(v, 2); /* each as its CPU kernel squares */
         }
     return a->f[2] + a->f[0] / (double)size * sq;
 }
