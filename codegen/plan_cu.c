@@ -270,7 +270,7 @@ static const struct {
     {"Sqrt", MP_FN_SQRT, 1}, {"Reciprocal", MP_FN_RECIP, 1}, {"Abs", MP_FN_ABS, 1}, {"Tanh", MP_FN_TANH, 1},
     {"Sigmoid", MP_FN_SIGMOID, 1}, {"Erf", MP_FN_ERF, 1}, {"Gelu", MP_FN_GELU, 1}, {"HardSigmoid", MP_FN_HARD_SIGMOID, 1},
     {"HardSwish", MP_FN_HARD_SWISH, 1}, {"Scale", MP_FN_SCALE, 1}, {"LeakyRelu", MP_FN_LEAKY_RELU, 1},
-    {"Cast", MP_FN_IDENT, 1}, {"Add", MP_FN_ADD, 2}, {"Sub", MP_FN_SUB, 2}, {"Mul", MP_FN_MUL, 2},
+    {"Cast", MP_FN_IDENT, 1}, {"CastLike", MP_FN_IDENT, 1}, {"Add", MP_FN_ADD, 2}, {"Sub", MP_FN_SUB, 2}, {"Mul", MP_FN_MUL, 2},
     {"Div", MP_FN_DIV, 2}, {"Pow", MP_FN_POW, 2},
     {"Equal", MP_FN_EQUAL, 2}, {"Less", MP_FN_LESS, 2}, {"Greater", MP_FN_GREATER, 2}, {"And", MP_FN_AND, 2},
     {"Or", MP_FN_OR, 2}, {"ReluGrad", MP_FN_RELU_GRAD, 2}, {"SigmoidGrad", MP_FN_SIGMOID_GRAD, 2},
@@ -711,7 +711,7 @@ static const char *index_operands(cg *c, const mp_node *n, bool scatter, int32_t
  * the add), in the CPU's order, no atomics. */
 static const char *lower_elements(cg *c, const mp_node *n)
 {
-    bool scatter = !strcmp(n->op_type, "ScatterElements");
+    bool scatter = !strcmp(n->op_type, "ScatterElements") || !strcmp(n->op_type, "Scatter"); /* Scatter: opsets 9-10's name */
     int32_t data, idx, upd, y;
     int red;
     const char *e = index_operands(c, n, scatter, &data, &idx, &upd, &y, &red);
@@ -1990,7 +1990,7 @@ static const struct {
     {"ReverseSequence", lower_reverse_seq}, {"LRN", lower_lrn}, {"LRNGrad", lower_lrn}, {"Sum", lower_variadic},
     {"Mean", lower_variadic}, {"Max", lower_variadic}, {"Min", lower_variadic}, {"GlobalMaxPool", lower_gap},
     {"GatherElements", lower_elements},
-    {"ScatterElements", lower_elements}, {"MaxUnpool", lower_max_unpool}, {"CenterCropPad", lower_center_crop_pad}, {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space},
+    {"ScatterElements", lower_elements}, {"Scatter", lower_elements}, {"MaxUnpool", lower_max_unpool}, {"CenterCropPad", lower_center_crop_pad}, {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space},
     {"Tile", lower_tile}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},
     {"MatMulGradA", lower_matmul}, {"MatMulGradB", lower_matmul}, {"SumToShape", lower_sum_to},
     {"GlobalAveragePool", lower_gap}, {"GlobalAveragePoolGrad", lower_gap}, {"Softmax", lower_softmax},

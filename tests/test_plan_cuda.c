@@ -470,10 +470,11 @@ static void write_op_forms(const char *path)
     /* the masks and integer ops of a data path, on xs = 10 x (the input is seeded in [-0.1, 0.1]):
      * GreaterOrEqual and LessOrEqual at ties (Floor(3 xs) is 0 on a sixth of it), Xor and Not of them, IsInf
      * (detect_negative 0) of xs / 0, IsNaN of 0 / 0, Mod of floats (fmod 1) and of int64 (Python's sign, a
-     * zero divisor giving 0), each a float mask by Where over x10 (so Where's gradient runs); Shrink of x10
+     * zero divisor giving 0), CastLike to int64 (truncating), each a float mask by Where over x10 (so Where's
+     * gradient runs); Shrink of x10
      * (its gradient: dY where |X| > lambd) */
     const char *xs = OP(b, "Mul", x, mp_ob_const_f32(b, 10.0f)), *zero = mp_ob_const_f32(b, 0.0f);
-    const char *f3 = OP(b, "Floor", OP(b, "Mul", xs, mp_ob_const_f32(b, 3.0f))), *r0 = OP(b, "Relu", f3), *masks[6];
+    const char *f3 = OP(b, "Floor", OP(b, "Mul", xs, mp_ob_const_f32(b, 3.0f))), *r0 = OP(b, "Relu", f3), *masks[7];
     masks[0] = OP(b, "Xor", OP(b, "GreaterOrEqual", f3, zero), OP(b, "Not", OP(b, "LessOrEqual", f3, zero)));
     n = NODE(b, "IsInf", OP(b, "Div", xs, r0));
     mp_ob_attr_int(b, n, "detect_negative", 0);
@@ -487,7 +488,9 @@ static void write_op_forms(const char *path)
     const char *ints = OP(b, "Mod", n->output[0], mp_ob_const_i64(b, 1, 6, (int64_t[]){0, 3, -4, 5, -2, 7}));
     masks[4] = OP(b, "Greater", ints, mp_ob_const_i64(b, 0, 1, (int64_t[]){0}));
     masks[5] = OP(b, "Equal", ints, mp_ob_const_i64(b, 0, 1, (int64_t[]){0}));
-    for (int k = 0; k < 6; k++) /* weights apart: one mask's gain must not be another's loss */
+    const char *truncated = OP(b, "CastLike", OP(b, "Mul", xs, mp_ob_const_f32(b, 3.0f)), ints);
+    masks[6] = OP(b, "Equal", truncated, mp_ob_const_i64(b, 0, 1, (int64_t[]){0})); /* -0.5 truncates to 0 */
+    for (int k = 0; k < 7; k++) /* weights apart: one mask's gain must not be another's loss */
         add_scaled(b, &acc, OP(b, "Where", masks[k], x10, zero), 0.2f + 0.1f * (float)k);
     add_scaled(b, &acc, OP(b, "Mul", OP(b, "MeanVarianceNormalization", x10), plp), 1.0f); /* as its body */
     n = NODE(b, "Shrink", x10);
@@ -579,15 +582,16 @@ static void write_op_forms(const char *path)
     n = NODE(b, "GatherElements", x10, idx);
     mp_ob_attr_int(b, n, "axis", 2);
     add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "wge", 3, (int64_t[]){2, 2, 6}, 1.0f)), 0.3f);
-    /* ScatterElements of 10 x's first two rows into 10 x (no gradient: it reads no parameter), mul and none */
+    /* ScatterElements of 10 x's first two rows into 10 x (no gradient: it reads no parameter), mul and none,
+     * and Scatter (its name at opsets 9-10) */
     const char *xs10 = OP(b, "Mul", x, mp_ob_const_f32(b, 10.0f));
     const char *rows = OP(b, "Slice", xs10, mp_ob_const_i64(b, 1, 1, (int64_t[]){0}), mp_ob_const_i64(b, 1, 1, (int64_t[]){2}),
                           mp_ob_const_i64(b, 1, 1, (int64_t[]){2}));
-    for (int k = 0; k < 2; k++) {
-        n = NODE(b, "ScatterElements", xs10, idx, rows);
+    for (int k = 0; k < 3; k++) {
+        n = NODE(b, k < 2 ? "ScatterElements" : "Scatter", xs10, idx, rows);
         mp_ob_attr_int(b, n, "axis", 2);
-        mp_ob_attr_str(b, n, "reduction", k ? "none" : "mul");
-        add_scaled(b, &acc, n->output[0], 0.1f);
+        if (k < 2) mp_ob_attr_str(b, n, "reduction", k ? "none" : "mul");
+        add_scaled(b, &acc, n->output[0], 0.1f + 0.1f * (float)k);
     }
     /* the inverse and hyperbolic trigonometric functions (their gradients are Sqrt, Div, Mul ...), the
      * inverse ones of 0.9 tanh(x10) (Acosh: of 1.5 + 0.4 tanh(x10)) to stay inside their domains */
