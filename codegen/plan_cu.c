@@ -643,6 +643,42 @@ static const char *lower_lp_norm(cg *c, const mp_node *n)
     return NULL;
 }
 
+/* ArgMax, ArgMin (any numeric dtype, keepdims either way, select_last_index): MP_CU_ARG, a thread per line. */
+static const char *lower_arg(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    if (x < 0 || y < 0 || V(c, y)->dtype != MP_INT64 || V(c, x)->dtype == MP_BOOL)
+        return "an input other than numeric or an output other than int64";
+    if (tview(c, x)) return "a transposed view operand";
+    int r = V(c, x)->rank;
+    int64_t axis = norm_axis(mp_attr_int(n, "axis", 0), r), outer, d, inner;
+    if (axis < 0 || axis >= r) return "axis out of range";
+    if (!around_axis(c, x, (int)axis, &outer, &d, &inner) || T(c, y) < 0) return NULL;
+    EMIT(I, MP_CU_ARG, outer * inner);
+    I->t[0] = T(c, x), I->t[1] = T(c, y);
+    I->p[AM_D] = d, I->p[AM_INNER] = inner, I->p[AM_MAX] = !strcmp(n->op_type, "ArgMax");
+    I->p[AM_LAST] = mp_attr_int(n, "select_last_index", 0) != 0;
+    return NULL;
+}
+
+/* OneHot (indices of any numeric dtype, values of any dtype; the depth is the output's dim along the axis):
+ * MP_CU_ONE_HOT, a thread per output element. */
+static const char *lower_one_hot(cg *c, const mp_node *n)
+{
+    int32_t ix = vin(n, 0), vals = vin(n, 2), y = vout(n, 0);
+    if (ix < 0 || vals < 0 || y < 0 || V(c, vals)->dtype != V(c, y)->dtype || numel(c, vals) != 2)
+        return "operands other than indices, two values and an output of their dtype";
+    if (V(c, ix)->dtype == MP_BOOL || tview(c, ix) || tview(c, vals)) return "bool or transposed-view indices or values";
+    int r = V(c, y)->rank;
+    int64_t axis = norm_axis(mp_attr_int(n, "axis", -1), r), outer, d, inner;
+    if (axis < 0 || axis >= r || V(c, ix)->rank != r - 1) return "an axis out of range";
+    if (!around_axis(c, y, (int)axis, &outer, &d, &inner) || T(c, y) < 0) return NULL;
+    EMIT(I, MP_CU_ONE_HOT, numel(c, y));
+    I->t[0] = T(c, ix), I->t[1] = T(c, vals), I->t[2] = T(c, y);
+    I->p[OH_DEPTH] = d, I->p[OH_INNER] = inner;
+    return NULL;
+}
+
 /* ReverseSequence (any dtype; batch and time axes 0 and 1, lengths int64 / int32): MP_CU_REVERSE_SEQ, a
  * thread per element. It is its own gradient. */
 static const char *lower_reverse_seq(cg *c, const mp_node *n)
@@ -1989,6 +2025,7 @@ static const struct {
     {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"LpNormalization", lower_lp_norm},
     {"ReverseSequence", lower_reverse_seq}, {"LRN", lower_lrn}, {"LRNGrad", lower_lrn}, {"Sum", lower_variadic},
     {"Mean", lower_variadic}, {"Max", lower_variadic}, {"Min", lower_variadic}, {"GlobalMaxPool", lower_gap},
+    {"ArgMax", lower_arg}, {"ArgMin", lower_arg}, {"OneHot", lower_one_hot},
     {"GatherElements", lower_elements},
     {"ScatterElements", lower_elements}, {"Scatter", lower_elements}, {"MaxUnpool", lower_max_unpool}, {"CenterCropPad", lower_center_crop_pad}, {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space},
     {"Tile", lower_tile}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},

@@ -242,7 +242,8 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * operand alone, and a diagonal; the activations (Sin .. Swish, alphas not
  * their defaults), SwiGLU, MaxUnpool, CenterCropPad, LpNormalization (p 1, 2), ReverseSequence (batch-major,
  * a partial length), LRN (sizes 3 and 2), GlobalMaxPool, Sum/Mean/Max of three inputs and Min of one,
- * GreaterOrEqual/LessOrEqual/Xor/Not/IsInf/IsNaN/Mod masks, Shrink, MeanVarianceNormalization,
+ * GreaterOrEqual/LessOrEqual/Xor/Not/IsInf/IsNaN/Mod masks, Shrink, MeanVarianceNormalization, ArgMax/ArgMin,
+ * OneHot,
  * Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
  * GroupNormalization (scale per channel and per group), ReduceMax/Min (ties,
  * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum
@@ -492,6 +493,33 @@ static void write_op_forms(const char *path)
     masks[6] = OP(b, "Equal", truncated, mp_ob_const_i64(b, 0, 1, (int64_t[]){0})); /* -0.5 truncates to 0 */
     for (int k = 0; k < 7; k++) /* weights apart: one mask's gain must not be another's loss */
         add_scaled(b, &acc, OP(b, "Where", masks[k], x10, zero), 0.2f + 0.1f * (float)k);
+    /* ArgMax along the last axis (keepdims 0); ArgMin of x10 beside itself (every minimum a tie) with
+     * select_last_index, as floats; OneHot of ArgMax - 3 (negative indices wrap) along the last axis and along
+     * axis 1, values [0.5, 2] */
+    n = NODE(b, "ArgMax", x10);
+    mp_ob_attr_int(b, n, "axis", 3);
+    mp_ob_attr_int(b, n, "keepdims", 0);
+    const char *am = OP(b, "Sub", n->output[0], mp_ob_const_i64(b, 0, 1, (int64_t[]){3}));
+    n = NODE(b, "Concat", x10, x10);
+    mp_ob_attr_int(b, n, "axis", 3);
+    n = NODE(b, "ArgMin", n->output[0]);
+    mp_ob_attr_int(b, n, "axis", 3);
+    mp_ob_attr_int(b, n, "select_last_index", 1);
+    n = NODE(b, "Cast", n->output[0]);
+    mp_ob_attr_int(b, n, "to", MP_FLOAT);
+    add_scaled(b, &acc, n->output[0], 0.05f);
+    const char *one = mp_ob_const_i64(b, 1, 1, (int64_t[]){1}), *depth = mp_ob_const_i64(b, 0, 1, (int64_t[]){6});
+    n = NODE(b, "Concat", OP(b, "Reshape", mp_ob_const_f32(b, 0.5f), one), OP(b, "Reshape", mp_ob_const_f32(b, 2.0f), one));
+    mp_ob_attr_int(b, n, "axis", 0);
+    const char *vals = n->output[0];
+    n = NODE(b, "Transpose", x10);
+    mp_ob_attr_ints(b, n, "perm", 4, (int64_t[]){0, 2, 1, 3});
+    const char *x10t = n->output[0]; /* [2, 6, 2, 6]: OneHot's shape along axis 1 */
+    for (int k = 0; k < 2; k++) {
+        n = NODE(b, "OneHot", am, depth, vals);
+        if (k) mp_ob_attr_int(b, n, "axis", 1);
+        add_scaled(b, &acc, OP(b, "Mul", n->output[0], k ? x10t : x10), 0.5f + 0.2f * (float)k);
+    }
     add_scaled(b, &acc, OP(b, "Mul", OP(b, "MeanVarianceNormalization", x10), plp), 1.0f); /* as its body */
     n = NODE(b, "Shrink", x10);
     mp_ob_attr_float(b, n, "lambd", 0.4f);

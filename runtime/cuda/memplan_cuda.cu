@@ -185,6 +185,8 @@ static void init_launchers(void)
     launchers[MP_CU_LP_NORM] = launch<k_lp_norm>;
     launchers[MP_CU_REVERSE_SEQ] = launch<k_reverse_seq>;
     launchers[MP_CU_LRN] = launch<k_lrn>;
+    launchers[MP_CU_ARG] = launch<k_arg>;
+    launchers[MP_CU_ONE_HOT] = launch<k_one_hot>;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */

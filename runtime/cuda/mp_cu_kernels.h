@@ -1429,6 +1429,43 @@ MP_HD void k_lrn(const mp_cu_args *a, int64_t e)
                  2 * beta * alpha * mp_cu_ld(a->x[1], a->dt[1], e) * s);
 }
 
+/* ---- ArgMax, ArgMin (runtime/cpu_reduce.c run_arg), OneHot (runtime/cpu_tensor.c) ------------------ */
+
+/* p: d (the axis), inner, max (1) or min (0), select_last_index. A thread per (outer, inner) line writes the
+ * int64 index of its first (or last) extreme, compared in double as the CPU's. */
+enum { AM_D = 0, AM_INNER, AM_MAX, AM_LAST };
+
+MP_HD void k_arg(const mp_cu_args *a, int64_t l)
+{
+    const int64_t *p = a->p;
+    int64_t d = p[AM_D], inner = p[AM_INNER], base = (l / inner) * d * inner + l % inner, best = 0;
+    double bv = mp_cu_ld(a->x[0], a->dt[0], base);
+    for (int64_t j = 1; j < d; j++) {
+        double e = mp_cu_ld(a->x[0], a->dt[0], base + j * inner);
+        int better = p[AM_MAX] ? (p[AM_LAST] ? e >= bv : e > bv) : (p[AM_LAST] ? e <= bv : e < bv);
+        if (better) best = j, bv = e;
+    }
+    ((int64_t *)a->x[1])[l] = best;
+}
+
+/* p: depth, inner (the output's elements after the axis). x0 indices, x1 values [off, on], x2 out. A thread per
+ * output element: on where its index (negative: from the end; a float truncated, NaN 0) is its place along
+ * the axis, else off (an index out of range: off everywhere, as the CPU's). */
+enum { OH_DEPTH = 0, OH_INNER };
+
+MP_HD void k_one_hot(const mp_cu_args *a, int64_t e)
+{
+    int64_t d = a->p[OH_DEPTH], inner = a->p[OH_INNER], i = e % inner, k = (e / inner) % d, o = e / (inner * d), v;
+    if (a->dt[0] == MP_CU_F32 || a->dt[0] == MP_CU_F64) {
+        double f = mp_cu_ld(a->x[0], a->dt[0], o * inner + i);
+        v = f != f ? 0 : (int64_t)f;
+    } else {
+        v = mp_cu_ldi(a->x[0], a->dt[0], o * inner + i);
+    }
+    if (v < 0) v += d;
+    mp_cu_move(a->x[2], e, a->x[1], v == k, a->dt[2]);
+}
+
 /* ---- GatherElements, ScatterElements (runtime/cpu_tensor.c) -------------------------------------- */
 
 /* p: rank r, axis, then the indices' dims[r] (the output's for GatherElements), the data's dims[r].
