@@ -661,6 +661,27 @@ static const char *lower_arg(cg *c, const mp_node *n)
     return NULL;
 }
 
+/* TopK (any numeric dtype; k read from the values' shape, sorted as the CPU's stable sort, largest or not):
+ * MP_CU_TOPK, a thread per input element. */
+static const char *lower_topk(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), vals = vout(n, 0), inds = vout(n, 1);
+    if (x < 0 || vals < 0 || V(c, vals)->dtype != V(c, x)->dtype || V(c, x)->dtype == MP_BOOL ||
+        (inds >= 0 && V(c, inds)->dtype != MP_INT64))
+        return "operands other than numeric X and values, int64 indices";
+    if (tview(c, x)) return "a transposed view operand";
+    int r = V(c, x)->rank;
+    int64_t axis = norm_axis(mp_attr_int(n, "axis", -1), r), outer, d, inner;
+    if (axis < 0 || axis >= r || V(c, vals)->rank != r) return "axis out of range";
+    if (!around_axis(c, x, (int)axis, &outer, &d, &inner) || !numel(c, vals) || (T(c, vals) < 0 && T(c, inds) < 0))
+        return NULL;
+    EMIT(I, MP_CU_TOPK, numel(c, x));
+    I->t[0] = T(c, x), I->t[1] = T(c, vals), I->t[2] = T(c, inds);
+    I->p[TK_D] = d, I->p[TK_INNER] = inner, I->p[TK_K] = dim(c, vals, (int)axis);
+    I->p[TK_LARGEST] = mp_attr_int(n, "largest", 1) != 0;
+    return NULL;
+}
+
 /* OneHot (indices of any numeric dtype, values of any dtype; the depth is the output's dim along the axis):
  * MP_CU_ONE_HOT, a thread per output element. */
 static const char *lower_one_hot(cg *c, const mp_node *n)
@@ -2025,7 +2046,7 @@ static const struct {
     {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"LpNormalization", lower_lp_norm},
     {"ReverseSequence", lower_reverse_seq}, {"LRN", lower_lrn}, {"LRNGrad", lower_lrn}, {"Sum", lower_variadic},
     {"Mean", lower_variadic}, {"Max", lower_variadic}, {"Min", lower_variadic}, {"GlobalMaxPool", lower_gap},
-    {"ArgMax", lower_arg}, {"ArgMin", lower_arg}, {"OneHot", lower_one_hot},
+    {"ArgMax", lower_arg}, {"ArgMin", lower_arg}, {"OneHot", lower_one_hot}, {"TopK", lower_topk},
     {"GatherElements", lower_elements},
     {"ScatterElements", lower_elements}, {"Scatter", lower_elements}, {"MaxUnpool", lower_max_unpool}, {"CenterCropPad", lower_center_crop_pad}, {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space},
     {"Tile", lower_tile}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},

@@ -243,7 +243,7 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * their defaults), SwiGLU, MaxUnpool, CenterCropPad, LpNormalization (p 1, 2), ReverseSequence (batch-major,
  * a partial length), LRN (sizes 3 and 2), GlobalMaxPool, Sum/Mean/Max of three inputs and Min of one,
  * GreaterOrEqual/LessOrEqual/Xor/Not/IsInf/IsNaN/Mod masks, Shrink, MeanVarianceNormalization, ArgMax/ArgMin,
- * OneHot,
+ * OneHot, TopK (largest, and smallest over ties),
  * Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
  * GroupNormalization (scale per channel and per group), ReduceMax/Min (ties,
  * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum
@@ -520,6 +520,19 @@ static void write_op_forms(const char *path)
         if (k) mp_ob_attr_int(b, n, "axis", 1);
         add_scaled(b, &acc, OP(b, "Mul", n->output[0], k ? x10t : x10), 0.5f + 0.2f * (float)k);
     }
+    /* TopK: the 3 largest along the last axis (values times a parameter per rank, so the order shows and its
+     * gradient, a ScatterElements add, runs); the 4 smallest along axis 2 of x10 beside itself (every key a
+     * tie: the lower index first), indices as floats times a parameter per rank */
+    n = mp_ob_node(b, "TopK", 2, 2, (const char *[]){x10, mp_ob_const_i64(b, 1, 1, (int64_t[]){3})});
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "ptk", 1, (int64_t[]){3}, 1.0f)), 1.0f);
+    n = NODE(b, "Concat", x10, x10);
+    mp_ob_attr_int(b, n, "axis", 2);
+    n = mp_ob_node(b, "TopK", 2, 2, (const char *[]){n->output[0], mp_ob_const_i64(b, 1, 1, (int64_t[]){4})});
+    mp_ob_attr_int(b, n, "axis", 2);
+    mp_ob_attr_int(b, n, "largest", 0);
+    n = NODE(b, "Cast", n->output[1]);
+    mp_ob_attr_int(b, n, "to", MP_FLOAT);
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "ptk4", 2, (int64_t[]){4, 1}, 1.0f)), 0.05f);
     add_scaled(b, &acc, OP(b, "Mul", OP(b, "MeanVarianceNormalization", x10), plp), 1.0f); /* as its body */
     n = NODE(b, "Shrink", x10);
     mp_ob_attr_float(b, n, "lambd", 0.4f);

@@ -187,6 +187,7 @@ static void init_launchers(void)
     launchers[MP_CU_LRN] = launch<k_lrn>;
     launchers[MP_CU_ARG] = launch<k_arg>;
     launchers[MP_CU_ONE_HOT] = launch<k_one_hot>;
+    launchers[MP_CU_TOPK] = launch<k_topk>;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */

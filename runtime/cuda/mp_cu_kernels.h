@@ -1466,6 +1466,29 @@ MP_HD void k_one_hot(const mp_cu_args *a, int64_t e)
     mp_cu_move(a->x[2], e, a->x[1], v == k, a->dt[2]);
 }
 
+/* ---- TopK (runtime/cpu_reduce.c mp_cpu_TopK) ---------------------------------------------------------- */
+
+/* p: d (the axis), inner, k, largest. x0 X, x1 values, x2 indices (absent: NULL). A thread per element of X
+ * finds its rank in the CPU's stable order (the keys compared in double: the better first, equal keys by
+ * index) and, when the rank is below k, writes itself there: O(d) a thread, no scratch, no atomics. */
+enum { TK_D = 0, TK_INNER, TK_K, TK_LARGEST };
+
+MP_HD void k_topk(const mp_cu_args *a, int64_t e)
+{
+    const int64_t *p = a->p;
+    int64_t d = p[TK_D], inner = p[TK_INNER], kk = p[TK_K], i = e % inner, m = (e / inner) % d, o = e / (inner * d);
+    double key = mp_cu_ld(a->x[0], a->dt[0], e);
+    int64_t rank = 0;
+    for (int64_t j = 0; j < d && rank < kk; j++) {
+        double kj = mp_cu_ld(a->x[0], a->dt[0], (o * d + j) * inner + i);
+        rank += (p[TK_LARGEST] ? kj > key : kj < key) || (j < m && kj == key);
+    }
+    if (rank >= kk) return;
+    int64_t at = (o * kk + rank) * inner + i;
+    if (a->x[1]) mp_cu_move(a->x[1], at, a->x[0], e, a->dt[0]);
+    if (a->x[2]) ((int64_t *)a->x[2])[at] = m;
+}
+
 /* ---- GatherElements, ScatterElements (runtime/cpu_tensor.c) -------------------------------------- */
 
 /* p: rank r, axis, then the indices' dims[r] (the output's for GatherElements), the data's dims[r].
