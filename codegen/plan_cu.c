@@ -603,7 +603,8 @@ static bool around_axis(const cg *c, int32_t x, int axis, int64_t *outer, int64_
     return *outer && *inner && *d;
 }
 
-/* CumSum (runtime/cpu_reduce.c run_cumulative; the axis a constant input): MP_CU_CUMSUM, a thread per line. */
+/* CumSum, CumProd (runtime/cpu_reduce.c run_cumulative; the axis a constant input): MP_CU_CUMSUM, a thread
+ * per line. */
 static const char *lower_cumsum(cg *c, const mp_node *n)
 {
     int32_t x = vin(n, 0), y = vout(n, 0);
@@ -620,6 +621,7 @@ static const char *lower_cumsum(cg *c, const mp_node *n)
     I->t[0] = T(c, x), I->t[1] = T(c, y);
     I->p[CS_OUTER] = outer, I->p[CS_D] = d, I->p[CS_INNER] = inner;
     I->p[CS_EXCL] = mp_attr_int(n, "exclusive", 0) != 0, I->p[CS_REV] = mp_attr_int(n, "reverse", 0) != 0;
+    I->p[CS_PROD] = !strcmp(n->op_type, "CumProd");
     return NULL;
 }
 
@@ -2043,7 +2045,7 @@ static const struct {
     {"Reshape", lower_view}, {"Flatten", lower_view}, {"Squeeze", lower_view}, {"Unsqueeze", lower_view},
     {"Identity", lower_view}, {"Clip", lower_clip}, {"PRelu", lower_prelu}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
     {"Split", lower_split}, {"Slice", lower_slice}, {"SliceGrad", lower_slice}, {"Gather", lower_gather},
-    {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"LpNormalization", lower_lp_norm},
+    {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"CumProd", lower_cumsum}, {"LpNormalization", lower_lp_norm},
     {"ReverseSequence", lower_reverse_seq}, {"LRN", lower_lrn}, {"LRNGrad", lower_lrn}, {"Sum", lower_variadic},
     {"Mean", lower_variadic}, {"Max", lower_variadic}, {"Min", lower_variadic}, {"GlobalMaxPool", lower_gap},
     {"ArgMax", lower_arg}, {"ArgMin", lower_arg}, {"OneHot", lower_one_hot}, {"TopK", lower_topk},

@@ -246,7 +246,7 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * OneHot, TopK (largest, and smallest over ties),
  * Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
  * GroupNormalization (scale per channel and per group), ReduceMax/Min (ties,
- * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum
+ * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum and CumProd
  * (exclusive, reverse), DepthToSpace (DCR, CRD), SpaceToDepth, Tile,
  * GatherElements and ScatterElements (mul, none). All but the diagonal and
  * ScatterElements read x * p, so their gradients run too (ResizeGrad, PadGrad,
@@ -601,6 +601,19 @@ static void write_op_forms(const char *path)
         if (cums[k].reverse) mp_ob_attr_int(b, n, "reverse", 1);
         add_scaled(b, &acc, n->output[0], 0.1f);
     }
+    /* CumProd (no gradient rule: of the input alone), of 1 + 5 x, in the same three forms, and of int64 */
+    const char *near_one = OP(b, "Add", OP(b, "Mul", x, mp_ob_const_f32(b, 5.0f)), mp_ob_const_f32(b, 1.0f));
+    for (size_t k = 0; k < sizeof cums / sizeof *cums; k++) {
+        n = NODE(b, "CumProd", near_one, mp_ob_const_i64(b, 0, 1, &cums[k].axis));
+        if (cums[k].exclusive) mp_ob_attr_int(b, n, "exclusive", 1);
+        if (cums[k].reverse) mp_ob_attr_int(b, n, "reverse", 1);
+        add_scaled(b, &acc, n->output[0], 0.2f + 0.1f * (float)k);
+    }
+    n = NODE(b, "Cast", OP(b, "Mul", x, mp_ob_const_f32(b, 30.0f)));
+    mp_ob_attr_int(b, n, "to", MP_INT64);
+    n = NODE(b, "Cast", NODE(b, "CumProd", n->output[0], mp_ob_const_i64(b, 0, 1, (int64_t[]){3}))->output[0]);
+    mp_ob_attr_int(b, n, "to", MP_FLOAT);
+    add_scaled(b, &acc, n->output[0], 1e-3f);
     /* the permutations and repetitions (DepthToSpace DCR and CRD, SpaceToDepth, Tile) and GatherElements
      * (indices negative and repeated: its gradient's ScatterElements adds several into one cell), each
      * times a parameter per position, or the loss would not see the order */

@@ -1316,12 +1316,12 @@ MP_HD void k_einsum(const mp_cu_args *a, int64_t i)
     mp_cu_st(a->x[nin], a->dt[nin], i, acc);
 }
 
-/* ---- CumSum (runtime/cpu_reduce.c run_cumulative) ------------------------------------------------- */
+/* ---- CumSum, CumProd (runtime/cpu_reduce.c run_cumulative) ---------------------------------------- */
 
-/* p: outer, d (the axis), inner, exclusive, reverse. x0 -> x1 (may be x0's bytes), a thread per
- * (outer, inner) line walking the axis in the CPU's order: floats summed in double, integers wrapping
- * in 64 bits. */
-enum { CS_OUTER = 0, CS_D, CS_INNER, CS_EXCL, CS_REV };
+/* p: outer, d (the axis), inner, exclusive, reverse, product (CumProd). x0 -> x1 (may be x0's bytes), a
+ * thread per (outer, inner) line walking the axis in the CPU's order: floats summed (multiplied) in double,
+ * integers wrapping in 64 bits. */
+enum { CS_OUTER = 0, CS_D, CS_INNER, CS_EXCL, CS_REV, CS_PROD };
 
 MP_HD void mp_cu_sti(void *p, int dt, int64_t i, int64_t v)
 {
@@ -1335,16 +1335,17 @@ MP_HD void k_cumsum(const mp_cu_args *a, int64_t l)
     const int64_t *p = a->p;
     int64_t d = p[CS_D], inner = p[CS_INNER], base = (l / inner) * d * inner + l % inner;
     int isf = a->dt[0] == MP_CU_F32 || a->dt[0] == MP_CU_F64;
-    double acc = 0;
-    uint64_t iacc = 0;
+    int prod = p[CS_PROD] != 0;
+    double acc = prod;
+    uint64_t iacc = (uint64_t)prod;
     for (int64_t t = 0; t < d; t++) {
         int64_t at = base + (p[CS_REV] ? d - 1 - t : t) * inner;
         if (isf) {
-            double next = acc + mp_cu_ld(a->x[0], a->dt[0], at);
+            double e = mp_cu_ld(a->x[0], a->dt[0], at), next = prod ? acc * e : acc + e;
             mp_cu_st(a->x[1], a->dt[1], at, p[CS_EXCL] ? acc : next);
             acc = next;
         } else {
-            uint64_t next = iacc + (uint64_t)mp_cu_ldi(a->x[0], a->dt[0], at);
+            uint64_t e = (uint64_t)mp_cu_ldi(a->x[0], a->dt[0], at), next = prod ? iacc * e : iacc + e;
             mp_cu_sti(a->x[1], a->dt[1], at, (int64_t)(p[CS_EXCL] ? iacc : next));
             iacc = next;
         }
