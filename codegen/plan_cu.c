@@ -770,7 +770,8 @@ static const char *index_operands(cg *c, const mp_node *n, bool scatter, int32_t
  * the add), in the CPU's order, no atomics. */
 static const char *lower_elements(cg *c, const mp_node *n)
 {
-    bool scatter = !strcmp(n->op_type, "ScatterElements") || !strcmp(n->op_type, "Scatter"); /* Scatter: opsets 9-10's name */
+    /* Scatter: ScatterElements' name at opsets 9-10 */
+    bool scatter = !strcmp(n->op_type, "ScatterElements") || !strcmp(n->op_type, "Scatter");
     int32_t data, idx, upd, y;
     int red;
     const char *e = index_operands(c, n, scatter, &data, &idx, &upd, &y, &red);
@@ -2045,7 +2046,8 @@ static const struct {
     {"Reshape", lower_view}, {"Flatten", lower_view}, {"Squeeze", lower_view}, {"Unsqueeze", lower_view},
     {"Identity", lower_view}, {"Clip", lower_clip}, {"PRelu", lower_prelu}, {"Transpose", lower_transpose}, {"Expand", lower_expand}, {"Concat", lower_concat},
     {"Split", lower_split}, {"Slice", lower_slice}, {"SliceGrad", lower_slice}, {"Gather", lower_gather},
-    {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"CumProd", lower_cumsum}, {"LpNormalization", lower_lp_norm},
+    {"GatherGrad", lower_gather}, {"Zeros", lower_zeros}, {"CumSum", lower_cumsum}, {"CumProd", lower_cumsum},
+    {"LpNormalization", lower_lp_norm},
     {"ReverseSequence", lower_reverse_seq}, {"LRN", lower_lrn}, {"LRNGrad", lower_lrn}, {"Sum", lower_variadic},
     {"Mean", lower_variadic}, {"Max", lower_variadic}, {"Min", lower_variadic}, {"GlobalMaxPool", lower_gap},
     {"ArgMax", lower_arg}, {"ArgMin", lower_arg}, {"OneHot", lower_one_hot}, {"TopK", lower_topk},
