@@ -1055,6 +1055,23 @@ static const char *lower_softmax(cg *c, const mp_node *n)
     return softmax(c, strcmp(n->op_type, "LogSoftmax") ? SM_SOFTMAX : SM_LOG, outer, d, inner, vin(n, 0), vout(n, 0), -1);
 }
 
+/* Hardmax (float32 / float64; the axis as Softmax's, coerced to 2-D before opset 13): MP_CU_ARG in its hard
+ * mode, a thread per line writing 1 at the first maximum and 0 elsewhere. */
+static const char *lower_hardmax(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    int64_t outer, d, inner;
+    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || (!is_f32(c, x) && V(c, x)->dtype != MP_DOUBLE))
+        return "operands other than one float32 / float64 type";
+    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
+    const char *e = softmax_geom(c, n, x, &outer, &d, &inner);
+    if (e || !outer || !d || !inner || T(c, y) < 0) return e;
+    EMIT(I, MP_CU_ARG, outer * inner);
+    I->t[0] = T(c, x), I->t[1] = T(c, y);
+    I->p[AM_D] = d, I->p[AM_INNER] = inner, I->p[AM_MAX] = 1, I->p[AM_HARD] = 1;
+    return NULL;
+}
+
 /* SCE p[]: N, C, D, mean, ignore_index, none (NLL only); the scores (or log_prob) are [N, C, D..]. */
 static const char *sce_params(cg *c, const mp_node *n, int32_t scores, int32_t labels, bool nll, int64_t *p)
 {
@@ -2050,7 +2067,8 @@ static const struct {
     {"LpNormalization", lower_lp_norm},
     {"ReverseSequence", lower_reverse_seq}, {"LRN", lower_lrn}, {"LRNGrad", lower_lrn}, {"Sum", lower_variadic},
     {"Mean", lower_variadic}, {"Max", lower_variadic}, {"Min", lower_variadic}, {"GlobalMaxPool", lower_gap},
-    {"ArgMax", lower_arg}, {"ArgMin", lower_arg}, {"OneHot", lower_one_hot}, {"TopK", lower_topk},
+    {"ArgMax", lower_arg}, {"ArgMin", lower_arg}, {"Hardmax", lower_hardmax}, {"OneHot", lower_one_hot},
+    {"TopK", lower_topk},
     {"GatherElements", lower_elements},
     {"ScatterElements", lower_elements}, {"Scatter", lower_elements}, {"MaxUnpool", lower_max_unpool}, {"CenterCropPad", lower_center_crop_pad}, {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space},
     {"Tile", lower_tile}, {"Trilu", lower_trilu}, {"ConstantOfShape", lower_constant_of_shape}, {"Gemm", lower_gemm}, {"MatMul", lower_matmul},

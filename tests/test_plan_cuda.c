@@ -243,7 +243,7 @@ static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add
  * their defaults), SwiGLU, MaxUnpool, CenterCropPad, LpNormalization (p 1, 2), ReverseSequence (batch-major,
  * a partial length), LRN (sizes 3 and 2), GlobalMaxPool, Sum/Mean/Max of three inputs and Min of one,
  * GreaterOrEqual/LessOrEqual/Xor/Not/IsInf/IsNaN/Mod masks, Shrink, MeanVarianceNormalization, ArgMax/ArgMin,
- * OneHot, TopK (largest, and smallest over ties),
+ * OneHot, TopK (largest, and smallest over ties), Hardmax (over ties),
  * Floor/Ceil/Round/Sign, PRelu, LogSoftmax, Instance- and
  * GroupNormalization (scale per channel and per group), ReduceMax/Min (ties,
  * keepdims 0 and 1), SumSquare, L1, L2, LogSum, LogSumExp, Prod, CumSum and CumProd
@@ -520,6 +520,15 @@ static void write_op_forms(const char *path)
         if (k) mp_ob_attr_int(b, n, "axis", 1);
         add_scaled(b, &acc, OP(b, "Mul", n->output[0], k ? x10t : x10), 0.5f + 0.2f * (float)k);
     }
+    /* Hardmax (no gradient rule: of 10 x alone) along axis 2 of 10 x beside itself (every maximum a tie: the
+     * first wins), times x10 beside itself so the place of the 1 shows */
+    n = NODE(b, "Concat", xs, xs);
+    mp_ob_attr_int(b, n, "axis", 2);
+    Onnx__NodeProto *hm = NODE(b, "Hardmax", n->output[0]);
+    mp_ob_attr_int(b, hm, "axis", 2);
+    n = NODE(b, "Concat", x10, OP(b, "Mul", x10, mp_ob_const_f32(b, 2.0f)));
+    mp_ob_attr_int(b, n, "axis", 2);
+    add_scaled(b, &acc, OP(b, "Mul", hm->output[0], n->output[0]), 1.0f);
     /* TopK: the 3 largest along the last axis (values times a parameter per rank, so the order shows and its
      * gradient, a ScatterElements add, runs); the 4 smallest along axis 2 of x10 beside itself (every key a
      * tie: the lower index first), indices as floats times a parameter per rank */

@@ -60,7 +60,7 @@ enum {
     MP_CU_LP_NORM,      /* LpNormalization, a thread per line along the axis */
     MP_CU_REVERSE_SEQ,  /* ReverseSequence, a thread per element (any dtype, by element size) */
     MP_CU_LRN,          /* LRN and its gradient in kinds, a thread per element */
-    MP_CU_ARG,          /* ArgMax / ArgMin, a thread per line along the axis */
+    MP_CU_ARG,          /* ArgMax / ArgMin (and Hardmax), a thread per line along the axis */
     MP_CU_ONE_HOT,      /* OneHot, a thread per output element (any dtype of values, by element size) */
     MP_CU_TOPK,         /* TopK, a thread per input element (its rank; the k best write themselves) */
     MP_CU_OP_COUNT

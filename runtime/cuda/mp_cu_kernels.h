@@ -1430,23 +1430,29 @@ MP_HD void k_lrn(const mp_cu_args *a, int64_t e)
                  2 * beta * alpha * mp_cu_ld(a->x[1], a->dt[1], e) * s);
 }
 
-/* ---- ArgMax, ArgMin (runtime/cpu_reduce.c run_arg), OneHot (runtime/cpu_tensor.c) ------------------ */
+/* ---- ArgMax, ArgMin, Hardmax (runtime/cpu_reduce.c), OneHot (runtime/cpu_tensor.c) ------------------ */
 
-/* p: d (the axis), inner, max (1) or min (0), select_last_index. A thread per (outer, inner) line writes the
- * int64 index of its first (or last) extreme, compared in double as the CPU's. */
-enum { AM_D = 0, AM_INNER, AM_MAX, AM_LAST };
+/* p: d (the axis), inner, max (1) or min (0), select_last_index, hard. A thread per (outer, inner) line finds
+ * its first (or last) extreme, compared in double as the CPU's, and writes its int64 index, or (Hardmax, as
+ * runtime/cpu_reduce.c: the first maximum above -inf) 1 there and 0 along the rest of the line. */
+enum { AM_D = 0, AM_INNER, AM_MAX, AM_LAST, AM_HARD };
 
 MP_HD void k_arg(const mp_cu_args *a, int64_t l)
 {
     const int64_t *p = a->p;
-    int64_t d = p[AM_D], inner = p[AM_INNER], base = (l / inner) * d * inner + l % inner, best = 0;
+    int64_t d = p[AM_D], inner = p[AM_INNER], base = (l / inner) * d * inner + l % inner, best = 0, j = 1;
     double bv = mp_cu_ld(a->x[0], a->dt[0], base);
-    for (int64_t j = 1; j < d; j++) {
+    if (p[AM_HARD]) bv = -INFINITY, j = 0;
+    for (; j < d; j++) {
         double e = mp_cu_ld(a->x[0], a->dt[0], base + j * inner);
         int better = p[AM_MAX] ? (p[AM_LAST] ? e >= bv : e > bv) : (p[AM_LAST] ? e <= bv : e < bv);
         if (better) best = j, bv = e;
     }
-    ((int64_t *)a->x[1])[l] = best;
+    if (!p[AM_HARD]) {
+        ((int64_t *)a->x[1])[l] = best;
+        return;
+    }
+    for (j = 0; j < d; j++) mp_cu_st(a->x[1], a->dt[1], base + j * inner, j == best);
 }
 
 /* p: depth, inner (the output's elements after the axis). x0 indices, x1 values [off, on], x2 out. A thread per
