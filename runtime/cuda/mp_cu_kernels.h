@@ -65,10 +65,17 @@ MP_HD double mp_cu_ld(const void *p, int dt, int64_t i)
     }
 }
 
+/* An integer of any dtype, as ir/graph.c mp_tensor_get_i64 reads it: a float truncated, NaN or past int64 0. */
 MP_HD int64_t mp_cu_ldi(const void *p, int dt, int64_t i)
 {
-    return dt == MP_CU_I64 ? ((const int64_t *)p)[i] : dt == MP_CU_I32 ? ((const int32_t *)p)[i] : (int64_t)mp_cu_ld(p, dt, i);
+    if (dt == MP_CU_I64) return ((const int64_t *)p)[i];
+    if (dt == MP_CU_I32) return ((const int32_t *)p)[i];
+    double d = mp_cu_ld(p, dt, i);
+    return d == d && d < 9.2e18 && d > -9.2e18 ? (int64_t)d : 0;
 }
+
+/* Where line l of an outer x d x inner tensor starts (its elements step by inner). */
+MP_HD int64_t mp_cu_line_base(int64_t l, int64_t d, int64_t inner) { return (l / inner) * d * inner + l % inner; }
 
 MP_HD void mp_cu_st(void *p, int dt, int64_t i, double v)
 {
@@ -1333,7 +1340,7 @@ MP_HD void mp_cu_sti(void *p, int dt, int64_t i, int64_t v)
 MP_HD void k_cumsum(const mp_cu_args *a, int64_t l)
 {
     const int64_t *p = a->p;
-    int64_t d = p[CS_D], inner = p[CS_INNER], base = (l / inner) * d * inner + l % inner;
+    int64_t d = p[CS_D], inner = p[CS_INNER], base = mp_cu_line_base(l, d, inner);
     int isf = a->dt[0] == MP_CU_F32 || a->dt[0] == MP_CU_F64;
     int prod = p[CS_PROD] != 0;
     double acc = prod;
@@ -1361,7 +1368,7 @@ enum { LPN_D = 0, LPN_INNER, LPN_P };
 MP_HD void k_lp_norm(const mp_cu_args *a, int64_t l)
 {
     const int64_t *p = a->p;
-    int64_t d = p[LPN_D], inner = p[LPN_INNER], base = (l / inner) * d * inner + l % inner;
+    int64_t d = p[LPN_D], inner = p[LPN_INNER], base = mp_cu_line_base(l, d, inner);
     double s = 0;
     for (int64_t j = 0; j < d; j++) {
         double v = mp_cu_ld(a->x[0], a->dt[0], base + j * inner);
@@ -1440,7 +1447,7 @@ enum { AM_D = 0, AM_INNER, AM_MAX, AM_LAST, AM_HARD };
 MP_HD void k_arg(const mp_cu_args *a, int64_t l)
 {
     const int64_t *p = a->p;
-    int64_t d = p[AM_D], inner = p[AM_INNER], base = (l / inner) * d * inner + l % inner, best = 0, j = 1;
+    int64_t d = p[AM_D], inner = p[AM_INNER], base = mp_cu_line_base(l, d, inner), best = 0, j = 1;
     double bv = mp_cu_ld(a->x[0], a->dt[0], base);
     if (p[AM_HARD]) bv = -INFINITY, j = 0;
     for (; j < d; j++) {
@@ -1456,19 +1463,14 @@ MP_HD void k_arg(const mp_cu_args *a, int64_t l)
 }
 
 /* p: depth, inner (the output's elements after the axis). x0 indices, x1 values [off, on], x2 out. A thread per
- * output element: on where its index (negative: from the end; a float truncated, NaN 0) is its place along
+ * output element: on where its index (negative: from the end; mp_cu_ldi's reading) is its place along
  * the axis, else off (an index out of range: off everywhere, as the CPU's). */
 enum { OH_DEPTH = 0, OH_INNER };
 
 MP_HD void k_one_hot(const mp_cu_args *a, int64_t e)
 {
-    int64_t d = a->p[OH_DEPTH], inner = a->p[OH_INNER], i = e % inner, k = (e / inner) % d, o = e / (inner * d), v;
-    if (a->dt[0] == MP_CU_F32 || a->dt[0] == MP_CU_F64) {
-        double f = mp_cu_ld(a->x[0], a->dt[0], o * inner + i);
-        v = f != f ? 0 : (int64_t)f;
-    } else {
-        v = mp_cu_ldi(a->x[0], a->dt[0], o * inner + i);
-    }
+    int64_t d = a->p[OH_DEPTH], inner = a->p[OH_INNER], i = e % inner, k = (e / inner) % d, o = e / (inner * d);
+    int64_t v = mp_cu_ldi(a->x[0], a->dt[0], o * inner + i);
     if (v < 0) v += d;
     mp_cu_move(a->x[2], e, a->x[1], v == k, a->dt[2]);
 }
