@@ -228,6 +228,14 @@ static void add_sq(mp_ob *b, const char **acc, const char *v)
     *acc = *acc ? OP(b, "Add", *acc, n->output[0]) : n->output[0];
 }
 
+/* Cast(v){to}. */
+static const char *cast(mp_ob *b, const char *v, mp_dtype to)
+{
+    Onnx__NodeProto *n = NODE(b, "Cast", v);
+    mp_ob_attr_int(b, n, "to", to);
+    return n->output[0];
+}
+
 /* Adds mean((s v)^2). */
 static void add_scaled(mp_ob *b, const char **acc, const char *v, float s) { add_sq(b, acc, OP(b, "Mul", v, mp_ob_const_f32(b, s))); }
 
@@ -327,9 +335,8 @@ static void write_op_forms(const char *path)
     };
     for (size_t k = 0; k < sizeof rsc / sizeof *rsc; k++) {
         bool crop = !strcmp(rsc[k].coord, "tf_crop_and_resize");
-        Onnx__NodeProto *c = NODE(b, "Cast", mp_ob_const_i64(b, 1, crop ? 8 : 4, rsc[k].num));
-        mp_ob_attr_int(b, c, "to", MP_FLOAT);
-        const char *v = OP(b, "Div", c->output[0], mp_ob_const_f32(b, (float)rsc[k].den));
+        const char *v = OP(b, "Div", cast(b, mp_ob_const_i64(b, 1, crop ? 8 : 4, rsc[k].num), MP_FLOAT),
+                           mp_ob_const_f32(b, (float)rsc[k].den));
         const char *sizes = crop ? mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 2, 5, 4}) : "";
         Onnx__NodeProto *n = crop ? NODE(b, "Resize", xp, v, "", sizes) : NODE(b, "Resize", xp, "", v);
         mp_ob_attr_str(b, n, "mode", rsc[k].mode);
@@ -484,9 +491,7 @@ static void write_op_forms(const char *path)
     n = NODE(b, "Mod", xs, mp_ob_const_f32(b, 0.3f));
     mp_ob_attr_int(b, n, "fmod", 1);
     masks[3] = OP(b, "Greater", n->output[0], mp_ob_const_f32(b, 0.1f));
-    n = NODE(b, "Cast", OP(b, "Mul", xs, mp_ob_const_f32(b, 7.0f)));
-    mp_ob_attr_int(b, n, "to", MP_INT64);
-    const char *ints = OP(b, "Mod", n->output[0], mp_ob_const_i64(b, 1, 6, (int64_t[]){0, 3, -4, 5, -2, 7}));
+    const char *ints = OP(b, "Mod", cast(b, OP(b, "Mul", xs, mp_ob_const_f32(b, 7.0f)), MP_INT64), mp_ob_const_i64(b, 1, 6, (int64_t[]){0, 3, -4, 5, -2, 7}));
     masks[4] = OP(b, "Greater", ints, mp_ob_const_i64(b, 0, 1, (int64_t[]){0}));
     masks[5] = OP(b, "Equal", ints, mp_ob_const_i64(b, 0, 1, (int64_t[]){0}));
     const char *truncated = OP(b, "CastLike", OP(b, "Mul", xs, mp_ob_const_f32(b, 3.0f)), ints);
@@ -505,9 +510,7 @@ static void write_op_forms(const char *path)
     n = NODE(b, "ArgMin", n->output[0]);
     mp_ob_attr_int(b, n, "axis", 3);
     mp_ob_attr_int(b, n, "select_last_index", 1);
-    n = NODE(b, "Cast", n->output[0]);
-    mp_ob_attr_int(b, n, "to", MP_FLOAT);
-    add_scaled(b, &acc, n->output[0], 0.05f);
+    add_scaled(b, &acc, cast(b, n->output[0], MP_FLOAT), 0.05f);
     const char *one = mp_ob_const_i64(b, 1, 1, (int64_t[]){1}), *depth = mp_ob_const_i64(b, 0, 1, (int64_t[]){6});
     n = NODE(b, "Concat", OP(b, "Reshape", mp_ob_const_f32(b, 0.5f), one), OP(b, "Reshape", mp_ob_const_f32(b, 2.0f), one));
     mp_ob_attr_int(b, n, "axis", 0);
@@ -539,9 +542,7 @@ static void write_op_forms(const char *path)
     n = mp_ob_node(b, "TopK", 2, 2, (const char *[]){n->output[0], mp_ob_const_i64(b, 1, 1, (int64_t[]){4})});
     mp_ob_attr_int(b, n, "axis", 2);
     mp_ob_attr_int(b, n, "largest", 0);
-    n = NODE(b, "Cast", n->output[1]);
-    mp_ob_attr_int(b, n, "to", MP_FLOAT);
-    add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "ptk4", 2, (int64_t[]){4, 1}, 1.0f)), 0.05f);
+    add_scaled(b, &acc, OP(b, "Mul", cast(b, n->output[1], MP_FLOAT), mp_ob_param_uniform(b, "ptk4", 2, (int64_t[]){4, 1}, 1.0f)), 0.05f);
     add_scaled(b, &acc, OP(b, "Mul", OP(b, "MeanVarianceNormalization", x10), plp), 1.0f); /* as its body */
     n = NODE(b, "Shrink", x10);
     mp_ob_attr_float(b, n, "lambd", 0.4f);
@@ -618,11 +619,8 @@ static void write_op_forms(const char *path)
         if (cums[k].reverse) mp_ob_attr_int(b, n, "reverse", 1);
         add_scaled(b, &acc, n->output[0], 0.2f + 0.1f * (float)k);
     }
-    n = NODE(b, "Cast", OP(b, "Mul", x, mp_ob_const_f32(b, 30.0f)));
-    mp_ob_attr_int(b, n, "to", MP_INT64);
-    n = NODE(b, "Cast", NODE(b, "CumProd", n->output[0], mp_ob_const_i64(b, 0, 1, (int64_t[]){3}))->output[0]);
-    mp_ob_attr_int(b, n, "to", MP_FLOAT);
-    add_scaled(b, &acc, n->output[0], 1e-3f);
+    const char *i30 = cast(b, OP(b, "Mul", x, mp_ob_const_f32(b, 30.0f)), MP_INT64);
+    add_scaled(b, &acc, cast(b, OP(b, "CumProd", i30, mp_ob_const_i64(b, 0, 1, (int64_t[]){3})), MP_FLOAT), 1e-3f);
     /* the permutations and repetitions (DepthToSpace DCR and CRD, SpaceToDepth, Tile) and GatherElements
      * (indices negative and repeated: its gradient's ScatterElements adds several into one cell), each
      * times a parameter per position, or the loss would not see the order */
