@@ -78,6 +78,12 @@ static mp_node *node(net *n, const char *op, const char *domain, int nin, const 
     return &n->g->nodes[id];
 }
 
+/* Gives node nd the count attributes a (copied into the graph's arena). */
+static void set_attrs(net *n, mp_node *nd, int count, const mp_attr *a)
+{
+    nd->attrs = mp_arena_dup(n->g->arena, a, (size_t)count * sizeof *a), nd->nattrs = count;
+}
+
 /* Rewrites and runs n with `outs` as its outputs; returns the executor (the caller frees it). */
 static mp_exec *run(net *n, const int32_t *outs, int nouts)
 {
@@ -168,8 +174,7 @@ START_TEST(skip_layer_norms)
     net n = make();
     int32_t out[4] = {0, 0, 0, 0}, sout[4] = {0, -1, -1, 0};
     mp_node *ln = node(&n, "SkipLayerNormalization", "com.microsoft", 5, n.in, 4, out);
-    ln->attrs = mp_arena_alloc(n.g->arena, sizeof *ln->attrs), ln->nattrs = 1;
-    ln->attrs[0] = (mp_attr){.name = "epsilon", .type = MP_ATTR_FLOAT, .f = 1e-3f};
+    set_attrs(&n, ln, 1, (mp_attr[]){{.name = "epsilon", .type = MP_ATTR_FLOAT, .f = 1e-3f}});
     /* no epsilon attribute: onnxruntime's default, 1e-12 */
     node(&n, "SkipSimplifiedLayerNormalization", "com.microsoft", 4, (int32_t[]){n.in[0], n.in[1], n.in[2], n.in[4]},
          4, sout);
@@ -195,12 +200,10 @@ START_TEST(simplified_norm_and_fused_matmul)
     net n = make();
     int32_t y = 0, mm = 0;
     mp_node *sn = node(&n, "SimplifiedLayerNormalization", "", 2, (int32_t[]){n.in[0], n.in[2]}, 1, &y);
-    sn->attrs = mp_arena_alloc(n.g->arena, sizeof *sn->attrs), sn->nattrs = 1;
-    sn->attrs[0] = (mp_attr){.name = "epsilon", .type = MP_ATTR_FLOAT, .f = 1e-2f};
+    set_attrs(&n, sn, 1, (mp_attr[]){{.name = "epsilon", .type = MP_ATTR_FLOAT, .f = 1e-2f}});
     mp_node *fm = node(&n, "FusedMatMul", "com.microsoft", 2, (int32_t[]){n.in[0], n.in[1]}, 1, &mm);
-    fm->attrs = mp_arena_alloc(n.g->arena, 2 * sizeof *fm->attrs), fm->nattrs = 2;
-    fm->attrs[0] = (mp_attr){.name = "transA", .type = MP_ATTR_INT, .i = 1};
-    fm->attrs[1] = (mp_attr){.name = "alpha", .type = MP_ATTR_FLOAT, .f = 0.25f};
+    set_attrs(&n, fm, 2, (mp_attr[]){{.name = "transA", .type = MP_ATTR_INT, .i = 1},
+                                    {.name = "alpha", .type = MP_ATTR_FLOAT, .f = 0.25f}});
     mp_exec *ex = run(&n, (int32_t[]){y, mm}, 2);
     double wy[B * S * H], wm[B * H * H];
     for (int r = 0; r < B * S; r++) {
@@ -258,13 +261,11 @@ START_TEST(attention)
     net n = make();
     int32_t masked = 0, causal = 0;
     mp_node *a = node(&n, "Attention", "com.microsoft", 4, (int32_t[]){n.in[0], n.in[5], n.in[6], n.in[7]}, 1, &masked);
-    a->attrs = mp_arena_alloc(n.g->arena, sizeof *a->attrs), a->nattrs = 1;
-    a->attrs[0] = (mp_attr){.name = "num_heads", .type = MP_ATTR_INT, .i = 2};
+    set_attrs(&n, a, 1, (mp_attr[]){{.name = "num_heads", .type = MP_ATTR_INT, .i = 2}});
     a = node(&n, "Attention", "com.microsoft", 2, (int32_t[]){n.in[0], n.in[5]}, 1, &causal);
-    a->attrs = mp_arena_alloc(n.g->arena, 3 * sizeof *a->attrs), a->nattrs = 3;
-    a->attrs[0] = (mp_attr){.name = "num_heads", .type = MP_ATTR_INT, .i = 2};
-    a->attrs[1] = (mp_attr){.name = "unidirectional", .type = MP_ATTR_INT, .i = 1};
-    a->attrs[2] = (mp_attr){.name = "scale", .type = MP_ATTR_FLOAT, .f = 0.5f};
+    set_attrs(&n, a, 3, (mp_attr[]){{.name = "num_heads", .type = MP_ATTR_INT, .i = 2},
+                                    {.name = "unidirectional", .type = MP_ATTR_INT, .i = 1},
+                                    {.name = "scale", .type = MP_ATTR_FLOAT, .f = 0.5f}});
     mp_exec *ex = run(&n, (int32_t[]){masked, causal}, 2);
     double want[B * S * H], keep[3 * H];
     attention_ref(true, false, 1 / sqrt(2.0), want);
@@ -289,8 +290,7 @@ START_TEST(mean_variance_normalization)
     n.g->opsets[0] = (mp_opset){"", 17 + _i};
     int32_t y = 0;
     mp_node *mv = node(&n, "MeanVarianceNormalization", "", 1, &n.in[0], 1, &y);
-    mv->attrs = mp_arena_alloc(n.g->arena, sizeof *mv->attrs), mv->nattrs = 1;
-    mv->attrs[0] = (mp_attr){.name = "axes", .type = MP_ATTR_INTS, .n = 2, .ints = (int64_t[]){0, 2}};
+    set_attrs(&n, mv, 1, (mp_attr[]){{.name = "axes", .type = MP_ATTR_INTS, .n = 2, .ints = (int64_t[]){0, 2}}});
     mp_exec *ex = run(&n, &y, 1);
     double want[B * S * H];
     for (int s = 0; s < S; s++) {
@@ -319,12 +319,10 @@ START_TEST(refused)
             node(&n, "Identity", "", 1, &out[1], 1, &y);
         } else if (k == 2) { /* an empty axes list: nothing to normalize over */
             mp_node *mv = node(&n, "MeanVarianceNormalization", "", 1, &n.in[0], 1, &y);
-            mv->attrs = mp_arena_alloc(n.g->arena, sizeof *mv->attrs), mv->nattrs = 1;
-            mv->attrs[0] = (mp_attr){.name = "axes", .type = MP_ATTR_INTS, .n = 0, .ints = NULL};
+            set_attrs(&n, mv, 1, (mp_attr[]){{.name = "axes", .type = MP_ATTR_INTS, .n = 0, .ints = NULL}});
         } else {
             mp_node *fm = node(&n, "FusedMatMul", "com.microsoft", 2, (int32_t[]){n.in[0], n.in[1]}, 1, &y);
-            fm->attrs = mp_arena_alloc(n.g->arena, sizeof *fm->attrs), fm->nattrs = 1;
-            fm->attrs[0] = (mp_attr){.name = "transBatchA", .type = MP_ATTR_INT, .i = 1};
+            set_attrs(&n, fm, 1, (mp_attr[]){{.name = "transBatchA", .type = MP_ATTR_INT, .i = 1}});
         }
         n.g->outputs = mp_arena_dup(n.g->arena, &y, sizeof y), n.g->noutputs = 1;
         ck_assert_msg(!mp_graph_link(n.g, &err) && !mp_infer(n.g, &err), "%s", err.msg);
