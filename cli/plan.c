@@ -562,6 +562,40 @@ fail:
     return -1;
 }
 
+/* Greedy and lookahead are not monotone in their target: one may miss this
+ * budget yet fit a lower one, the least of which the exit-3 line states as
+ * feasible. So when nothing else fits, that order (rid of the
+ * recomputations this budget does not need) is given: a budget above one
+ * stated feasible never fails. */
+static int rescue_least_baseline(plan *p, bool *fits)
+{
+    mp_err err = {{0}};
+    if (least_peak(p, &err)) goto fail;
+    least_baseline(p);
+    if (p->base_least > p->target) return 0; /* INT64_MAX when none goes below the least-peak plan */
+    mp_rsched s;
+    mp_rcount c;
+    int32_t pruned = 0;
+    if (mp_remat_baseline(&p->rg, p->base_least_of, p->base_least_target, &s, &err)) goto fail;
+    if (mp_rsched_prune(&p->rg, &s, p->target, &pruned, &err) || mp_rsched_count(&p->rg, &s, &c, &err)) {
+        mp_rsched_free(&s);
+        goto fail;
+    }
+    if (c.peak_bytes > p->target) {
+        mp_rsched_free(&s);
+        return 0;
+    }
+    p->order = s;
+    p->count = c;
+    p->order_from = p->base_least_of;
+    p->pruned = pruned;
+    *fits = true;
+    return 0;
+fail:
+    mp_cli_model_error(p->source, err.msg);
+    return -1;
+}
+
 /* Fills recomputed[] from the order and counts kept (droppable, not recomputed) values. */
 static int mark_recomputed(plan *p)
 {
@@ -652,6 +686,7 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
     if (p->strategy == STRATEGY_ILP) {
         if (plan_ilp(p, &fits) || use_cheaper_baseline(p, &fits)) return MP_EXIT_USAGE;
         if (!fits && ilp_space_empty(p) && rescue_least_peak(p, &fits)) return MP_EXIT_USAGE;
+        if (!fits && (ilp_space_empty(p) || p->ilp_failed[0]) && rescue_least_baseline(p, &fits)) return MP_EXIT_USAGE;
         if (!fits && p->ilp_failed[0]) /* nothing found in time: say what is proven about the budget */
             return quiet ? MP_EXIT_INFEASIBLE : report_infeasible(p, "cannot be met by any plan found within the time limit");
     } else {
