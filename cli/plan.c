@@ -1112,10 +1112,39 @@ static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan
     return mark_recomputed(p) == 0;
 }
 
+/* A baseline's order for the budget, or for a target below it, with its count. */
+typedef struct fallback {
+    mp_rsched s;
+    mp_rcount c;
+    int from, target; /* the baseline; which of adopt_placed_order's targets */
+} fallback;
+
+static bool same_order(const mp_rsched *a, const mp_rsched *b)
+{
+    return a->n == b->n && !memcmp(a->node, b->node, (size_t)a->n * sizeof *a->node);
+}
+
+/* Appends baseline b's order for target, when it is made, its live bytes fit
+ * and no order waiting is the same (a baseline may ignore the target). */
+static void add_fallback(plan *p, int b, int t, int64_t target, fallback *f, int *n)
+{
+    mp_err err = {{0}};
+    fallback x = {.from = b, .target = t};
+    if (target <= 0 || mp_remat_baseline(&p->rg, (mp_rbaseline)b, target, &x.s, &err)) return;
+    bool fits = !mp_rsched_count(&p->rg, &x.s, &x.c, &err) && x.c.peak_bytes <= p->usable;
+    for (int j = 0; j < *n && fits; j++) fits = !same_order(&x.s, &f[j].s);
+    if (!fits) {
+        mp_rsched_free(&x.s);
+        return;
+    }
+    f[(*n)++] = x;
+}
+
 /* The last resort when re-planning keeps fragmenting. First the baselines'
  * own orders for this budget (and for it less the slack, or less what the
  * order for the budget added when placed), the cheapest whose arena fits as
- * placed; else the orders the exit-3 line places (the
+ * placed: they are placed cheapest first, so the first that fits is taken;
+ * else the orders the exit-3 line places (the
  * least-peak plan's, greedy's at its least target, store everything), the
  * first whose arena fits. So the order given costs no more than a baseline
  * shown beside it that fits, and a budget that line proves feasible succeeds
@@ -1126,37 +1155,34 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
     mp_plan_opts po;
     plan_opts_of(p, o, &po);
     po.arena_target = 0; /* the exit-3 line's placements, so that a budget it states is met given back */
-    mp_rsched best = {0};
-    mp_rcount best_c = {0};
-    mp_plan_info best_info = {0};
-    int best_from = -1;
+    /* the budget and the budget less the slack; a third target, the budget less what a baseline's order for
+     * the budget added when placed (the slack came from another order, which may fragment more or less), joins
+     * once that order is placed */
+    fallback f[3 * MP_RBASE_COUNT];
+    int n = 0;
     for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) {
-        /* the budget, the budget less the slack, and the budget less what this baseline's order for the budget
-         * added when placed (the slack came from another order, which may fragment more or less) */
-        int64_t targets[3] = {p->usable, p->slack ? p->usable - p->slack : 0, 0};
-        for (int t = 0; t < 3; t++) {
-            if (targets[t] <= 0) continue;
-            mp_rsched s = {0};
-            mp_rcount c;
-            mp_plan_info info = {0};
-            if (mp_remat_baseline(&p->rg, (mp_rbaseline)b, targets[t], &s, &err)) continue;
-            bool placed = !mp_rsched_count(&p->rg, &s, &c, &err) && c.peak_bytes <= p->usable &&
-                          (best_from < 0 || c.recompute_cost < best_c.recompute_cost) &&
-                          !mp_plan_measure(o->model, &po, &s, &info, &err);
-            if (!placed || info.arena_bytes > p->usable) {
-                if (placed && t == 0) {
-                    int64_t margin = info.arena_bytes - info.lower_bound;
-                    if (margin < info.arena_bytes - p->usable) margin = info.arena_bytes - p->usable;
-                    targets[2] = p->usable - margin - mp_arena_defaults().alignment;
-                }
-                mp_rsched_free(&s);
-                continue;
-            }
-            if (best_from >= 0) mp_rsched_free(&best);
-            best = s, best_c = c, best_info = info, best_from = b;
-        }
+        add_fallback(p, b, 0, p->usable, f, &n);
+        if (p->slack) add_fallback(p, b, 1, p->usable - p->slack, f, &n);
     }
-    if (best_from >= 0) return adopt_order(p, &best, &best_c, &best_info, best_from);
+    while (n > 0) {
+        int k = 0;
+        for (int j = 1; j < n; j++)
+            if (f[j].c.recompute_cost < f[k].c.recompute_cost) k = j;
+        fallback x = f[k];
+        f[k] = f[--n];
+        mp_plan_info info = {0};
+        bool placed = !mp_plan_measure(o->model, &po, &x.s, &info, &err);
+        if (placed && info.arena_bytes <= p->usable) {
+            for (int j = 0; j < n; j++) mp_rsched_free(&f[j].s);
+            return adopt_order(p, &x.s, &x.c, &info, x.from);
+        }
+        if (placed && x.target == 0) {
+            int64_t margin = info.arena_bytes - info.lower_bound;
+            if (margin < info.arena_bytes - p->usable) margin = info.arena_bytes - p->usable;
+            add_fallback(p, x.from, 2, p->usable - margin - mp_arena_defaults().alignment, f, &n);
+        }
+        mp_rsched_free(&x.s);
+    }
     if (least_peak(p, &err)) return false;
     for (int k = 0; k < 3; k++) {
         mp_rsched s = {0};
