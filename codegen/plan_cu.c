@@ -92,6 +92,8 @@ static void bcast_strides(const cg *c, int32_t id, int r, const int64_t *dims, i
     }
 }
 
+static int64_t norm_axis(int64_t a, int r) { return a < 0 ? a + r : a; }
+
 static bool is_f32(const cg *c, int32_t id) { return id < 0 || V(c, id)->dtype == MP_FLOAT; }
 
 /* The integers of a folded (constant) value; count, or -1 when it has none. */
@@ -154,6 +156,10 @@ static mp_cu_instr *emit(cg *c, int op, int64_t n)
 
 static int32_t T(const cg *c, int32_t id) { return id >= 0 ? c->tix[id] : -1; }
 
+/* The instruction emitted since the count `since` was taken, NULL when none was (an empty output, or one
+ * outside the arena): where a lowering sets the parameters a shared emitter leaves at their defaults. */
+static mp_cu_instr *emitted(cg *c, int32_t since) { return c->n > since ? &c->ins[c->n - 1] : NULL; }
+
 static void need_ws(cg *c, int64_t bytes)
 {
     if (bytes > c->ws) c->ws = bytes;
@@ -202,13 +208,12 @@ static const char *fill(cg *c, int32_t id, double v)
     return NULL;
 }
 
-/* out = fn(ins...) elementwise over out's dims, input k read through strides
- * str[k] (NULL: broadcast, right-aligned, to out's dims). */
-static const char *map_views(cg *c, int fn, int nin, const int32_t *in, const int64_t (*str)[MP_CU_MAX_RANK], int32_t out,
-                             double f0, double f1)
+/* out = fn(ins...) elementwise over dims d[r] (out's elements, contiguous), input k read through
+ * strides str[k] (NULL: broadcast, right-aligned, to out's dims). */
+static const char *map_dims(cg *c, int fn, int nin, const int32_t *in, int r, const int64_t *d,
+                            const int64_t (*str)[MP_CU_MAX_RANK], int32_t out, double f0, double f1)
 {
-    int64_t d[MP_CU_MAX_RANK], s[MP_CU_MAX_RANK];
-    int r = dims_of(c, out, d);
+    int64_t s[MP_CU_MAX_RANK];
     if (!numel(c, out) || T(c, out) < 0) return NULL;
     EMIT(I, MP_CU_MAP, numel(c, out));
     I->p[0] = fn, I->p[1] = nin, I->p[2] = r;
@@ -223,6 +228,15 @@ static const char *map_views(cg *c, int fn, int nin, const int32_t *in, const in
     I->t[nin] = T(c, out);
     I->f[0] = f0, I->f[1] = f1;
     return NULL;
+}
+
+/* out = fn(ins...) elementwise over out's dims, input k read through strides str[k] (NULL: broadcast). */
+static const char *map_views(cg *c, int fn, int nin, const int32_t *in, const int64_t (*str)[MP_CU_MAX_RANK], int32_t out,
+                             double f0, double f1)
+{
+    int64_t d[MP_CU_MAX_RANK];
+    int r = dims_of(c, out, d);
+    return map_dims(c, fn, nin, in, r, d, str, out, f0, f1);
 }
 
 /* out = fn(ins...) elementwise, inputs broadcast to out's dims. */
@@ -391,6 +405,95 @@ static const char *lower_prelu(cg *c, const mp_node *n)
     return map(c, MP_FN_PRELU, 2, n->in, y, 0, 1);
 }
 
+/* BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot (integers) and BitShift (unsigned integers, direction LEFT
+ * or RIGHT), as runtime/cpu_elementwise.c: MP_CU_MAP_INT, the operands broadcast as MAP's, computed on 64-bit
+ * integers and stored wrapping to the output's width, so exact at every width. */
+static const struct {
+    const char *op;
+    int fn, nin;
+} int_ops[] = {{"BitwiseAnd", MP_FN_BIT_AND, 2}, {"BitwiseOr", MP_FN_BIT_OR, 2}, {"BitwiseXor", MP_FN_BIT_XOR, 2},
+               {"BitwiseNot", MP_FN_BIT_NOT, 1}, {"BitShift", MP_FN_BIT_SHL, 2}};
+
+static const char *lower_bitwise(cg *c, const mp_node *n)
+{
+    size_t k = 0;
+    while (strcmp(int_ops[k].op, n->op_type)) k++;
+    int fn = int_ops[k].fn, nin = int_ops[k].nin;
+    int32_t y = vout(n, 0);
+    if (n->nin < nin || y < 0) return "missing operands";
+    mp_dtype t = V(c, y)->dtype;
+    for (int i = 0; i < nin; i++)
+        if (n->in[i] < 0 || V(c, n->in[i])->dtype != t) return "operands of other than one dtype";
+    if (!mp_dtype_is_int(t)) return "a type other than an integer";
+    if (fn == MP_FN_BIT_SHL) {
+        const char *dir = mp_attr_str(n, "direction", "");
+        if (t != MP_UINT8 && t != MP_UINT16) return "a type other than uint8 or uint16 (the CPU shifts unsigned types)";
+        if (!strcmp(dir, "RIGHT")) fn = MP_FN_BIT_SHR;
+        else if (strcmp(dir, "LEFT")) return "a direction other than LEFT or RIGHT";
+    }
+    int32_t at = c->n;
+    const char *e = map(c, fn, nin, n->in, y, 0, 1);
+    mp_cu_instr *I = emitted(c, at);
+    if (I) I->op = MP_CU_MAP_INT;
+    return e;
+}
+
+/* QuantizeLinear, DequantizeLinear (runtime/cpu_quant.c: int8, uint8, int16, uint16, int32; float32 or
+ * float64): one MAP of x with its scale and zero point (absent: 0), which it reads per tensor (stride 0), per
+ * axis (a 1-D scale along `axis`) or per block of block_size along the axis (the axis split in two, blocks
+ * and places, stride 0 along the places; a last partial block is refused). Quantize divides in float for a
+ * float32 x, rounds half to even, adds the zero point and clamps to the type's range, as the CPU. */
+static const char *lower_quant(cg *c, const mp_node *n)
+{
+    bool quant = !strcmp(n->op_type, "QuantizeLinear");
+    int32_t x = vin(n, 0), s = vin(n, 1), zp = vin(n, 2), y = vout(n, 0);
+    if (x < 0 || s < 0 || y < 0) return "missing operands";
+    mp_dtype it = V(c, quant ? y : x)->dtype, ft = V(c, quant ? x : y)->dtype;
+    static const struct {
+        mp_dtype t;
+        double lo, hi;
+    } ranges[] = {{MP_INT8, -128, 127}, {MP_UINT8, 0, 255}, {MP_INT16, -32768, 32767}, {MP_UINT16, 0, 65535},
+                  {MP_INT32, -2147483648.0, 2147483647.0}};
+    size_t k = 0;
+    while (k < sizeof ranges / sizeof *ranges && ranges[k].t != it) k++;
+    if (k == sizeof ranges / sizeof *ranges) return "an integer type other than int8, uint8, int16, uint16 or int32";
+    if (!mp_dtype_is_float(ft) || !mp_dtype_is_float(V(c, s)->dtype)) return "a value or scale that is not a float";
+    if (zp >= 0 && (V(c, zp)->dtype != it || numel(c, zp) != numel(c, s))) return "a zero point of another type or size than the scale";
+    if (tview(c, x) || tview(c, s) || tview(c, zp)) return "a transposed view operand";
+    /* dims d[r] over x's elements, x contiguous over them (str[0]), the scale and zero point read through str[1], str[2] */
+    int64_t d[MP_CU_MAX_RANK] = {0}, str[3][MP_CU_MAX_RANK] = {{0}};
+    int r = dims_of(c, x, d);
+    if (numel(c, s) != 1 || V(c, s)->rank > 1) {
+        int64_t axis = norm_axis(mp_attr_int(n, "axis", 1), r), B = mp_attr_int(n, "block_size", 0);
+        if (axis < 0 || axis >= r) return "an axis out of range";
+        if (B <= 0) {
+            if (V(c, s)->rank != 1 || numel(c, s) != d[axis]) return "a per-axis scale of other than the axis's length";
+            str[1][axis] = 1;
+        } else {
+            if (d[axis] % B || r + 1 > MP_CU_MAX_RANK) return "a last partial block, or a rank too high to split";
+            int64_t sd[MP_CU_MAX_RANK], sstr[MP_CU_MAX_RANK];
+            if (V(c, s)->rank != r || dims_of(c, s, sd) != r) return "a blocked scale of another rank";
+            for (int a = 0; a < r; a++)
+                if (sd[a] != (a == axis ? d[axis] / B : d[a])) return "a blocked scale of the wrong shape";
+            contiguous(r, sd, sstr);
+            memmove(d + axis + 1, d + axis, (size_t)(r - axis) * sizeof *d);
+            d[axis] /= B, d[axis + 1] = B;
+            for (int a = 0, b = 0; a <= r; a++) str[1][a] = a == axis + 1 ? 0 : sstr[b++];
+            r++;
+        }
+    }
+    contiguous(r, d, str[0]);
+    memcpy(str[2], str[1], sizeof str[1]);
+    const int32_t in[3] = {x, s, zp};
+    int32_t at = c->n;
+    double lo = ranges[k].lo, hi = ranges[k].hi;
+    const char *e = quant ? map_dims(c, MP_FN_QUANTIZE, zp >= 0 ? 3 : 2, in, r, d, (const int64_t(*)[MP_CU_MAX_RANK])str, y, lo, hi)
+                          : map_dims(c, MP_FN_DEQUANTIZE, zp >= 0 ? 3 : 2, in, r, d, (const int64_t(*)[MP_CU_MAX_RANK])str, y, 0, 1);
+    mp_cu_instr *I = emitted(c, at);
+    if (I && quant) I->f[2] = ft == MP_FLOAT;
+    return e;
+}
+
 /* ---- data movement ------------------------------------------------------------------------ */
 
 /* Reshape, Flatten, Squeeze, Unsqueeze, Identity: the same bytes (an alias) or a copy. */
@@ -420,8 +523,6 @@ static const char *lower_expand(cg *c, const mp_node *n)
     contiguous(r, d, o);
     return copy(c, x, y, r, d, 0, s, 0, o);
 }
-
-static int64_t norm_axis(int64_t a, int r) { return a < 0 ? a + r : a; }
 
 static const char *lower_concat(cg *c, const mp_node *n)
 {
@@ -568,16 +669,49 @@ static const char *lower_constant_of_shape(cg *c, const mp_node *n)
     return fill(c, vout(n, 0), t ? mp_tensor_get_f64(t, 0) : 0.0);
 }
 
-static const char *lower_trilu(cg *c, const mp_node *n)
+/* y = x with zeros outside the band j - i >= k (upper) or j - i <= k, over x's last two dims (y may be x). */
+static const char *trilu(cg *c, int32_t x, int32_t y, bool upper, int64_t k)
 {
-    int32_t x = vin(n, 0), y = vout(n, 0);
-    int64_t k = 0;
     int r = V(c, x)->rank;
     if (r < 2 || tview(c, x)) return "rank < 2 or a transposed view";
-    if (vin(n, 1) >= 0 && konst_ints(c, vin(n, 1), &k, 1) != 1) return "k that is not a constant";
+    if (!numel(c, y) || T(c, y) < 0) return NULL;
     EMIT(I, MP_CU_TRILU, numel(c, y));
     I->t[0] = T(c, x), I->t[1] = T(c, y);
-    I->p[0] = dim(c, x, r - 2), I->p[1] = dim(c, x, r - 1), I->p[2] = mp_attr_int(n, "upper", 1) != 0, I->p[3] = k;
+    I->p[0] = dim(c, x, r - 2), I->p[1] = dim(c, x, r - 1), I->p[2] = upper, I->p[3] = k;
+    return NULL;
+}
+
+static const char *lower_trilu(cg *c, const mp_node *n)
+{
+    int64_t k = 0;
+    if (vin(n, 1) >= 0 && konst_ints(c, vin(n, 1), &k, 1) != 1) return "k that is not a constant";
+    return trilu(c, vin(n, 0), vout(n, 0), mp_attr_int(n, "upper", 1) != 0, k);
+}
+
+/* EyeLike (runtime/cpu_tensor.c, any dtype): ones where j - i is the attribute k, zeros elsewhere. FILL 1,
+ * then TRILU in place keeping j - i >= k, then j - i <= k. (Folded unless its input varies or it is large.) */
+static const char *lower_eye_like(cg *c, const mp_node *n)
+{
+    int32_t y = vout(n, 0);
+    if (y < 0 || V(c, y)->rank != 2) return "an output other than 2-D";
+    int64_t k = mp_attr_int(n, "k", 0);
+    const char *e = fill(c, y, 1);
+    if (!e) e = trilu(c, y, y, true, k);
+    return e ? e : trilu(c, y, y, false, k);
+}
+
+/* Range computed at run time (unfolded: its output too large to fold, or its inputs vary): MP_CU_RANGE
+ * reads start and delta from the arena, as runtime/cpu_tensor.c (integers wrapping in 64 bits, floats
+ * start + i delta in double); the length is the output's, set by shape inference. */
+static const char *lower_range(cg *c, const mp_node *n)
+{
+    int32_t s = vin(n, 0), d = vin(n, 2), y = vout(n, 0);
+    if (s < 0 || d < 0 || y < 0 || numel(c, s) != 1 || numel(c, d) != 1) return "a start or delta other than one element";
+    if (V(c, y)->dtype == MP_BOOL || V(c, s)->dtype != V(c, y)->dtype || V(c, d)->dtype != V(c, y)->dtype)
+        return "operands of other than one non-bool type";
+    if (!numel(c, y) || T(c, y) < 0) return NULL;
+    EMIT(I, MP_CU_RANGE, numel(c, y));
+    I->t[0] = T(c, s), I->t[1] = T(c, d), I->t[2] = T(c, y);
     return NULL;
 }
 
@@ -930,6 +1064,7 @@ static const char *lower_sum_to(cg *c, const mp_node *n)
 static const char *lower_gap(cg *c, const mp_node *n)
 {
     bool grad = !strcmp(n->op_type, "GlobalAveragePoolGrad"), max = !strcmp(n->op_type, "GlobalMaxPool");
+    bool lp = !strcmp(n->op_type, "GlobalLpPool");
     int32_t x = vin(n, 0), y = vout(n, 0), big = grad ? y : x; /* [N, C, spatial..] */
     const char *e = plain_f32(c, n);
     if (e) return e;
@@ -937,6 +1072,13 @@ static const char *lower_gap(cg *c, const mp_node *n)
     int64_t planes = dim(c, big, 0) * dim(c, big, 1), sp = planes ? numel(c, big) / planes : 0, one = 1;
     if (grad) return map(c, MP_FN_SCALE, 1, &x, y, 1, (double)sp);
     if (max) return reduce_mode(c, x, y, 1, &planes, &sp, 1, &sp, &one, 1, RED_MAX);
+    if (lp) { /* (sum |x|^p)^(1/p) per plane, p an integer attribute (2), as runtime/cpu_conv.c run_global */
+        int32_t at = c->n;
+        if ((e = reduce_mode(c, x, y, 1, &planes, &sp, 1, &sp, &one, 1, RED_LP))) return e;
+        mp_cu_instr *I = emitted(c, at);
+        if (I) I->f[2] = (double)mp_attr_int(n, "p", 2);
+        return NULL;
+    }
     return reduce(c, x, y, 1, &planes, &sp, 1, &sp, &one, (double)sp);
 }
 
@@ -1302,7 +1444,7 @@ static const char *lower_conv(cg *c, const mp_node *n)
 
 static const char *lower_pool(cg *c, const mp_node *n)
 {
-    bool grad = strstr(n->op_type, "Grad") != NULL, avg = !strncmp(n->op_type, "Average", 7);
+    bool grad = strstr(n->op_type, "Grad") != NULL, avg = !strncmp(n->op_type, "Average", 7), lp = !strcmp(n->op_type, "LpPool");
     int32_t x = grad ? vout(n, 0) : vin(n, 0), y = grad ? vin(n, 0) : vout(n, 0);
     int64_t p[W_COUNT];
     const int64_t *ks;
@@ -1312,8 +1454,15 @@ static const char *lower_pool(cg *c, const mp_node *n)
     if (nk < 0) return "no kernel_shape";
     if ((e = window(c, n, x, y, ks, nk, p))) return e;
     if (p[W_M] != p[W_C] || dim(c, y, 0) != p[W_N]) return "N or C changed";
-    p[W_KIND] = avg, p[W_INCL_PAD] = mp_attr_int(n, "count_include_pad", 0) != 0;
+    p[W_KIND] = lp ? 2 : avg, p[W_INCL_PAD] = mp_attr_int(n, "count_include_pad", 0) != 0;
     p[W_COL_MAJOR] = mp_attr_int(n, "storage_order", 0) != 0;
+    if (lp) { /* p an integer attribute (2), as runtime/cpu_conv.c run_pool; no indices */
+        int32_t at = c->n;
+        if ((e = window_op(c, MP_CU_POOL, p, numel(c, y), x, y, -1, -1))) return e;
+        mp_cu_instr *I = emitted(c, at);
+        if (I) I->f[0] = (double)mp_attr_int(n, "p", 2);
+        return NULL;
+    }
     if (!grad) return window_op(c, MP_CU_POOL, p, numel(c, y), x, y, vout(n, 1), -1);
     int32_t ind = avg || p[W_COL_MAJOR] ? -1 : vin(n, 2), xin = avg ? -1 : vin(n, 1);
     if (!avg && ind < 0 && xin < 0) return "neither X nor the indices";
@@ -1492,26 +1641,16 @@ static const char *resize_emit(cg *c, int op, int npass, int64_t (*pass)[MP_CU_N
     return NULL;
 }
 
-/* Resize (opset 10 on; runtime/cpu_resize.c's attributes, scales or sizes and
- * roi as constants): one MP_CU_RESIZE per axis whose taps are not the
- * identity, in axis order, the axes between in the workspace as doubles.
- * ResizeGrad (inputs in opset 11's places, dX of X's shape): the adjoint, one
- * MP_CU_RESIZE_DX per such axis in reverse order, as the CPU runs it. */
-static const char *lower_resize(cg *c, const mp_node *n)
+/* Resize's passes (grad: ResizeGrad's adjoint ones) between Resize's X and Y, given the shared p[] and f[], and
+ * each axis's scale and roi. */
+static const char *resize_passes(cg *c, bool grad, int32_t x, int32_t y, const int64_t *p, const double *f,
+                                 const double *scale, const double *roi)
 {
-    bool grad = !strcmp(n->op_type, "ResizeGrad");
-    int32_t x = grad ? vout(n, 0) : vin(n, 0), y = grad ? vin(n, 0) : vout(n, 0); /* Resize's X and Y (dX, dY) */
-    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || V(c, x)->dtype == MP_BOOL) return "operands other than one non-bool type";
-    if (grad && !mp_dtype_is_float(V(c, x)->dtype)) return "a gradient other than float";
-    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
     int r = V(c, x)->rank;
-    if (V(c, y)->rank != r) return "a rank change";
-    bool old = !grad && mp_graph_opset(c->g, n->domain) < 11;
-    int64_t p[MP_CU_NP], xd[MP_CU_MAX_RANK], cur[MP_CU_MAX_RANK], pass[MP_CU_MAX_RANK][MP_CU_NP], res[MP_CU_MAX_RANK];
-    double f[MP_CU_NF], scale[MP_CU_MAX_RANK], roi[2 * MP_CU_MAX_RANK], passf[MP_CU_MAX_RANK][MP_CU_NF];
+    int64_t xd[MP_CU_MAX_RANK], cur[MP_CU_MAX_RANK], pass[MP_CU_MAX_RANK][MP_CU_NP], res[MP_CU_MAX_RANK];
+    double passf[MP_CU_MAX_RANK][MP_CU_NF];
+    const char *e;
     dims_of(c, x, xd);
-    const char *e = resize_params(c, n, old, xd, r, p, f, scale, roi);
-    if (e) return e;
     /* the axes to run: forward in axis order from X's dims, the adjoint in reverse from dY's */
     int npass = 0;
     dims_of(c, grad ? y : x, cur);
@@ -1528,6 +1667,53 @@ static const char *lower_resize(cg *c, const mp_node *n)
         res[npass++] = outer * cur[ax] * inner;
     }
     return resize_emit(c, grad ? MP_CU_RESIZE_DX : MP_CU_RESIZE, npass, pass, passf, res, grad ? y : x, grad ? x : y);
+}
+
+/* Resize (opset 10 on; runtime/cpu_resize.c's attributes, scales or sizes and
+ * roi as constants): one MP_CU_RESIZE per axis whose taps are not the
+ * identity, in axis order, the axes between in the workspace as doubles.
+ * ResizeGrad (inputs in opset 11's places, dX of X's shape): the adjoint, one
+ * MP_CU_RESIZE_DX per such axis in reverse order, as the CPU runs it. */
+static const char *lower_resize(cg *c, const mp_node *n)
+{
+    bool grad = !strcmp(n->op_type, "ResizeGrad");
+    int32_t x = grad ? vout(n, 0) : vin(n, 0), y = grad ? vin(n, 0) : vout(n, 0); /* Resize's X and Y (dX, dY) */
+    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || V(c, x)->dtype == MP_BOOL) return "operands other than one non-bool type";
+    if (grad && !mp_dtype_is_float(V(c, x)->dtype)) return "a gradient other than float";
+    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
+    int r = V(c, x)->rank;
+    if (V(c, y)->rank != r) return "a rank change";
+    bool old = !grad && mp_graph_opset(c->g, n->domain) < 11;
+    int64_t p[MP_CU_NP], xd[MP_CU_MAX_RANK];
+    double f[MP_CU_NF], scale[MP_CU_MAX_RANK], roi[2 * MP_CU_MAX_RANK];
+    dims_of(c, x, xd);
+    const char *e = resize_params(c, n, old, xd, r, p, f, scale, roi);
+    return e ? e : resize_passes(c, grad, x, y, p, f, scale, roi);
+}
+
+/* Upsample (opsets 7-9, runtime/cpu_resize.c mp_cpu_Upsample): a Resize with asymmetric coordinates, nearest
+ * rounding down or linear (mode linear or bilinear), the scales an attribute (7) or a constant input (9). */
+static const char *lower_upsample(cg *c, const mp_node *n)
+{
+    static const char *const modes[] = {"nearest", "linear", "bilinear"};
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || V(c, x)->dtype == MP_BOOL) return "operands other than one non-bool type";
+    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
+    int r = V(c, x)->rank, m = pick_name(mp_attr_str(n, "mode", "nearest"), modes, 3);
+    if (V(c, y)->rank != r) return "a rank change";
+    if (m < 0) return "an unknown mode";
+    int64_t p[MP_CU_NP] = {0};
+    double f[MP_CU_NF] = {0}, scale[MP_CU_MAX_RANK], roi[2 * MP_CU_MAX_RANK];
+    const mp_attr *sa = mp_node_attr(n, "scales");
+    int ns = sa ? (int)sa->n : konst_f64(c, vin(n, 1), scale, MP_CU_MAX_RANK);
+    if (ns != r) return "scales that are not constants, one per dim";
+    for (int i = 0; i < r; i++) {
+        if (sa) scale[i] = sa->floats[i];
+        if (!(scale[i] > 0)) return "scales that are not positive";
+        roi[i] = 0, roi[r + i] = 1;
+    }
+    p[RS_MODE] = m ? RS_LINEAR : RS_NEAREST, p[RS_COORD] = RS_ASYM, p[RS_ROUND] = RS_FLOOR, f[RS_F_CUBIC] = -0.75;
+    return resize_passes(c, false, x, y, p, f, scale, roi);
 }
 
 /* ---- sampling grids ------------------------------------------------------------------------------ */
@@ -2083,7 +2269,7 @@ static const struct {
     {"BatchNormalizationGrad", lower_batch_norm}, {"InstanceNormalization", lower_group_norm},
     {"InstanceNormalizationGrad", lower_group_norm}, {"GroupNormalization", lower_group_norm},
     {"GroupNormalizationGrad", lower_group_norm}, {"Conv", lower_conv}, {"ConvGrad", lower_conv},
-    {"MaxPool", lower_pool}, {"AveragePool", lower_pool}, {"MaxPoolGrad", lower_pool},
+    {"MaxPool", lower_pool}, {"AveragePool", lower_pool}, {"LpPool", lower_pool}, {"GlobalLpPool", lower_gap}, {"MaxPoolGrad", lower_pool},
     {"AveragePoolGrad", lower_pool}, {"Dropout", lower_dropout}, {"AdamUpdate", lower_optim},
     {"SGDUpdate", lower_optim}, {"MomentumUpdate", lower_optim}, {"AdafactorUpdate", lower_adafactor},
     {"ReduceSum", lower_reduce}, {"ReduceMean", lower_reduce}, {"ReduceSumGrad", lower_reduce},
@@ -2092,7 +2278,9 @@ static const struct {
     {"ReduceLogSumExp", lower_reduce}, {"ConvTranspose", lower_conv_transpose}, {"Resize", lower_resize},
     {"ResizeGrad", lower_resize}, {"Pad", lower_pad}, {"PadGrad", lower_pad}, {"Einsum", lower_einsum},
     {"GridSample", lower_grid_sample}, {"GridSampleGrad", lower_grid_sample}, {"AffineGrid", lower_affine_grid},
-    {"AffineGridGrad", lower_affine_grid},
+    {"AffineGridGrad", lower_affine_grid}, {"EyeLike", lower_eye_like}, {"Range", lower_range},
+    {"BitwiseAnd", lower_bitwise}, {"BitwiseOr", lower_bitwise}, {"BitwiseXor", lower_bitwise}, {"BitwiseNot", lower_bitwise},
+    {"BitShift", lower_bitwise}, {"QuantizeLinear", lower_quant}, {"DequantizeLinear", lower_quant}, {"Upsample", lower_upsample},
 };
 
 static lower_fn find_lowering(const char *op)
@@ -2132,7 +2320,8 @@ static const char *lower_constant(cg *c, const mp_node *n)
 static const struct {
     mp_dtype dt;
     int cu;
-} dtypes[] = {{MP_FLOAT, MP_CU_F32}, {MP_INT64, MP_CU_I64}, {MP_BOOL, MP_CU_BOOL}, {MP_INT32, MP_CU_I32}, {MP_DOUBLE, MP_CU_F64}};
+} dtypes[] = {{MP_FLOAT, MP_CU_F32}, {MP_INT64, MP_CU_I64}, {MP_BOOL, MP_CU_BOOL}, {MP_INT32, MP_CU_I32}, {MP_DOUBLE, MP_CU_F64},
+               {MP_UINT8, MP_CU_U8},  {MP_INT8, MP_CU_I8},   {MP_UINT16, MP_CU_U16}, {MP_INT16, MP_CU_I16}};
 
 static int cu_dtype(mp_dtype t)
 {

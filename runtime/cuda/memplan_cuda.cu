@@ -188,6 +188,8 @@ static void init_launchers(void)
     launchers[MP_CU_ARG] = launch<k_arg>;
     launchers[MP_CU_ONE_HOT] = launch<k_one_hot>;
     launchers[MP_CU_TOPK] = launch<k_topk>;
+    launchers[MP_CU_RANGE] = launch<k_range>;
+    launchers[MP_CU_MAP_INT] = launch<k_map_int>;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */

@@ -63,6 +63,8 @@ enum {
     MP_CU_ARG,          /* ArgMax / ArgMin (and Hardmax), a thread per line along the axis */
     MP_CU_ONE_HOT,      /* OneHot, a thread per output element (any dtype of values, by element size) */
     MP_CU_TOPK,         /* TopK, a thread per input element (its rank; the k best write themselves) */
+    MP_CU_RANGE,        /* out[i] = start + i delta (start x0, delta x1: scalars in the arena) */
+    MP_CU_MAP_INT,      /* MP_CU_MAP's layout on 64-bit integers, exact: the bitwise functions (MP_FN_BIT_*) */
     MP_CU_OP_COUNT
 };
 
@@ -82,14 +84,16 @@ enum {
     MP_FN_PICK_IF, MP_FN_PICK_IF_NOT, MP_FN_PRELU, MP_FN_SWIGLU, MP_FN_GREATER_EQ, MP_FN_LESS_EQ, MP_FN_XOR,
     MP_FN_MOD, MP_FN_FMOD,
     /* three operands */
-    MP_FN_WHERE, MP_FN_POW_GRAD,
+    MP_FN_WHERE, MP_FN_POW_GRAD, MP_FN_QUANTIZE, MP_FN_DEQUANTIZE,
+    /* MP_CU_MAP_INT's, on 64-bit integers */
+    MP_FN_BIT_AND, MP_FN_BIT_OR, MP_FN_BIT_XOR, MP_FN_BIT_NOT, MP_FN_BIT_SHL, MP_FN_BIT_SHR,
     MP_FN_COUNT
 };
 
 enum { MP_CU_OPT_ADAM = 0, MP_CU_OPT_SGD, MP_CU_OPT_MOMENTUM };
 
 /* Element types of the arena's tensors. */
-enum { MP_CU_F32 = 0, MP_CU_I64, MP_CU_BOOL, MP_CU_I32, MP_CU_F64, MP_CU_DTYPE_COUNT };
+enum { MP_CU_F32 = 0, MP_CU_I64, MP_CU_BOOL, MP_CU_I32, MP_CU_F64, MP_CU_U8, MP_CU_I8, MP_CU_U16, MP_CU_I16, MP_CU_DTYPE_COUNT };
 
 #define MP_CU_MAX_RANK 8
 #define MP_CU_NT 12     /* tensor operands of one instruction (Attention's gradient takes 10) */

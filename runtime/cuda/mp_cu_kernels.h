@@ -42,13 +42,22 @@ typedef struct mp_cu_args {
 
 /* ---- element access ------------------------------------------------------- */
 
-MP_HD int mp_cu_esize(int dt) { return dt == MP_CU_BOOL ? 1 : dt == MP_CU_I32 || dt == MP_CU_F32 ? 4 : 8; }
+MP_HD int mp_cu_esize(int dt)
+{
+    switch (dt) {
+    case MP_CU_BOOL: case MP_CU_U8: case MP_CU_I8: return 1;
+    case MP_CU_U16: case MP_CU_I16: return 2;
+    case MP_CU_I32: case MP_CU_F32: return 4;
+    default: return 8;
+    }
+}
 
 /* Element s of src into element d of dst, both of dtype dt: the bytes moved, whatever the type. */
 MP_HD void mp_cu_move(void *dst, int64_t d, const void *src, int64_t s, int dt)
 {
     switch (mp_cu_esize(dt)) {
     case 1: ((unsigned char *)dst)[d] = ((const unsigned char *)src)[s]; break;
+    case 2: ((uint16_t *)dst)[d] = ((const uint16_t *)src)[s]; break;
     case 4: ((uint32_t *)dst)[d] = ((const uint32_t *)src)[s]; break;
     default: ((uint64_t *)dst)[d] = ((const uint64_t *)src)[s]; break;
     }
@@ -61,6 +70,10 @@ MP_HD double mp_cu_ld(const void *p, int dt, int64_t i)
     case MP_CU_I64: return (double)((const int64_t *)p)[i];
     case MP_CU_BOOL: return ((const unsigned char *)p)[i] != 0;
     case MP_CU_I32: return ((const int32_t *)p)[i];
+    case MP_CU_U8: return ((const uint8_t *)p)[i];
+    case MP_CU_I8: return ((const int8_t *)p)[i];
+    case MP_CU_U16: return ((const uint16_t *)p)[i];
+    case MP_CU_I16: return ((const int16_t *)p)[i];
     default: return ((const double *)p)[i];
     }
 }
@@ -77,6 +90,22 @@ MP_HD int64_t mp_cu_ldi(const void *p, int dt, int64_t i)
 /* Where line l of an outer x d x inner tensor starts (its elements step by inner). */
 MP_HD int64_t mp_cu_line_base(int64_t l, int64_t d, int64_t inner) { return (l / inner) * d * inner + l % inner; }
 
+/* An integer into element i of an integer dtype, wrapping to its width (ir/graph.c mp_tensor_set_i64). */
+MP_HD void mp_cu_sti(void *p, int dt, int64_t i, int64_t v)
+{
+    switch (dt) {
+    case MP_CU_I64: ((int64_t *)p)[i] = v; break;
+    case MP_CU_BOOL: ((unsigned char *)p)[i] = v != 0; break;
+    case MP_CU_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case MP_CU_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case MP_CU_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case MP_CU_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case MP_CU_I16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case MP_CU_F32: ((float *)p)[i] = (float)(double)v; break;
+    default: ((double *)p)[i] = (double)v; break;
+    }
+}
+
 MP_HD void mp_cu_st(void *p, int dt, int64_t i, double v)
 {
     switch (dt) {
@@ -84,7 +113,10 @@ MP_HD void mp_cu_st(void *p, int dt, int64_t i, double v)
     case MP_CU_I64: ((int64_t *)p)[i] = (int64_t)v; break;
     case MP_CU_BOOL: ((unsigned char *)p)[i] = v != 0; break;
     case MP_CU_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    default: ((double *)p)[i] = v; break;
+    case MP_CU_F64: ((double *)p)[i] = v; break;
+    default: /* the 8- and 16-bit integers as ir/graph.c mp_tensor_set_f64: NaN 0, clamped to int64, wrapped */
+        mp_cu_sti(p, dt, i, v != v ? 0 : v >= 9.2e18 ? (int64_t)9.2e18 : v <= -9.2e18 ? (int64_t)-9.2e18 : (int64_t)v);
+        break;
     }
 }
 
@@ -216,33 +248,89 @@ MP_HD double mp_cu_fn(int fn, double u, double v, double w, const double *f)
     case MP_FN_PRELU: return u < 0 ? v * u : u; /* v: the slope, broadcast */
     case MP_FN_WHERE: return u != 0 ? v : w;
     case MP_FN_POW_GRAD: return u * w * pow(v, w - 1);
+    /* runtime/cpu_quant.c: u x, v its scale, w its zero point (0 when absent); f: the integer type's range, 1 when x
+     * is float32 (divided in float, as the CPU divides it) */
+    case MP_FN_QUANTIZE: {
+        double q = f[2] != 0 ? (double)((float)u / (float)v) : u / v;
+        q = nearbyint(q) + w; /* half to even */
+        return q < f[0] ? f[0] : q > f[1] ? f[1] : q;
+    }
+    case MP_FN_DEQUANTIZE: return (u - w) * v; /* u x, v its scale, w its zero point: integers, exact in double */
     default: return NAN;
     }
 }
 
-/* p: fn, nin, rank r, dims[r], then per input: offset, strides[r]. x: inputs, then the output. */
-MP_HD void k_map(const mp_cu_args *a, int64_t i)
+/* p: fn, nin, rank r, dims[r], then per input: offset, strides[r]. x: inputs, then the output.
+ * Where output element i reads each input (off[3]). */
+MP_HD void mp_cu_map_offsets(const mp_cu_args *a, int64_t i, int64_t *off)
 {
     int nin = (int)a->p[1], r = (int)a->p[2];
     const int64_t *dims = a->p + 3, *view = a->p + 3 + r;
-    int64_t off[3] = {0, 0, 0}, rem = i;
+    int64_t rem = i;
     for (int k = 0; k < nin; k++) off[k] = view[k * (r + 1)];
     for (int d = r - 1; d >= 0; d--) { /* one unflattening for every input */
         int64_t q = rem / dims[d], at = rem - q * dims[d];
         for (int k = 0; k < nin; k++) off[k] += at * view[k * (r + 1) + 1 + d];
         rem = q;
     }
+}
+
+MP_HD void k_map(const mp_cu_args *a, int64_t i)
+{
+    int nin = (int)a->p[1];
+    int64_t off[3] = {0, 0, 0};
+    mp_cu_map_offsets(a, i, off);
     double v[3] = {0, 0, 0};
     for (int k = 0; k < nin; k++) v[k] = mp_cu_ld(a->x[k], a->dt[k], off[k]);
     mp_cu_st(a->x[nin], a->dt[nin], i, mp_cu_fn((int)a->p[0], v[0], v[1], v[2], a->f));
 }
 
+/* ---- MP_CU_MAP_INT: MP_CU_MAP's layout, the operands as 64-bit integers (runtime/cpu_elementwise.c's
+ * bitwise kernels), so exact at any width; the store wraps to the output's width ---------------------- */
+
+MP_HD int64_t mp_cu_fn_int(int fn, int64_t u, int64_t v, int bits)
+{
+    switch (fn) {
+    case MP_FN_BIT_AND: return (int64_t)((uint64_t)u & (uint64_t)v);
+    case MP_FN_BIT_OR: return (int64_t)((uint64_t)u | (uint64_t)v);
+    case MP_FN_BIT_XOR: return (int64_t)((uint64_t)u ^ (uint64_t)v);
+    case MP_FN_BIT_NOT: return (int64_t)~(uint64_t)u;
+    /* BitShift on unsigned types (u, v >= 0): a shift by the width or more gives 0 */
+    case MP_FN_BIT_SHL: return v >= bits ? 0 : (int64_t)((uint64_t)u << v);
+    case MP_FN_BIT_SHR: return v >= bits ? 0 : (int64_t)((uint64_t)u >> v);
+    default: return 0;
+    }
+}
+
+MP_HD void k_map_int(const mp_cu_args *a, int64_t i)
+{
+    int nin = (int)a->p[1];
+    int64_t off[3] = {0, 0, 0}, v[3] = {0, 0, 0};
+    mp_cu_map_offsets(a, i, off);
+    for (int k = 0; k < nin; k++) v[k] = mp_cu_ldi(a->x[k], a->dt[k], off[k]);
+    mp_cu_sti(a->x[nin], a->dt[nin], i, mp_cu_fn_int((int)a->p[0], v[0], v[1], 8 * mp_cu_esize(a->dt[nin])));
+}
+
+/* ---- MP_CU_RANGE (runtime/cpu_tensor.c mp_cpu_Range): start x0, delta x1 (one element each) -> x2.
+ * Integers wrap in 64 bits; floats are start + i delta in double --------------------------------------- */
+
+MP_HD void k_range(const mp_cu_args *a, int64_t i)
+{
+    if (a->dt[2] == MP_CU_F32 || a->dt[2] == MP_CU_F64) {
+        mp_cu_st(a->x[2], a->dt[2], i, mp_cu_ld(a->x[0], a->dt[0], 0) + (double)i * mp_cu_ld(a->x[1], a->dt[1], 0));
+        return;
+    }
+    uint64_t start = (uint64_t)mp_cu_ldi(a->x[0], a->dt[0], 0), delta = (uint64_t)mp_cu_ldi(a->x[1], a->dt[1], 0);
+    mp_cu_sti(a->x[2], a->dt[2], i, (int64_t)(start + (uint64_t)i * delta));
+}
+
 /* ---- MP_CU_REDUCE: out[j] = f0 * sum_k in[A(j) + B(k)] / f1, or another reduction -------- */
 
-/* The modes (runtime/cpu_reduce.c run_reduce's float path; the mean is the sum over f1) and how
+/* The modes (runtime/cpu_reduce.c run_reduce's float path; the mean is the sum over f1; RED_LP
+ * GlobalLpPool's (sum |x|^p)^(1/p), p in f2, as runtime/cpu_conv.c run_global) and how
  * their terms combine, in a thread's loop and in the GPU's tree: a sum, fmax (softmax's max,
  * LogSumExp's first pass), a product, and the NaN-propagating max and min of ReduceMax / Min. */
-enum { RED_SUM = 0, RED_MAX, RED_MIN, RED_PROD, RED_L1, RED_L2, RED_SUMSQ, RED_LOGSUM, RED_LOGSUMEXP };
+enum { RED_SUM = 0, RED_MAX, RED_MIN, RED_PROD, RED_L1, RED_L2, RED_SUMSQ, RED_LOGSUM, RED_LOGSUMEXP, RED_LP };
 enum { RC_SUM = 0, RC_FMAX, RC_PROD, RC_MAX, RC_MIN };
 
 MP_HD double mp_cu_comb(int kind, double acc, double e)
@@ -283,7 +371,8 @@ MP_HD double mp_cu_reduce_part(const mp_cu_args *a, int64_t j, int pass, double 
     double s = mp_cu_comb_init(kind);
     for (int64_t k = k0; k < cnt; k += step) {
         double e = mp_cu_ld(a->x[0], a->dt[0], base + mp_cu_at(rb, b + 1, b + 1 + rb, k));
-        if (!pass) e = mode == RED_L1 ? fabs(e) : mode == RED_L2 || mode == RED_SUMSQ ? e * e : mode == RED_LOGSUMEXP ? exp(e - m) : e;
+        if (!pass) e = mode == RED_L1 ? fabs(e) : mode == RED_L2 || mode == RED_SUMSQ ? e * e : mode == RED_LOGSUMEXP ? exp(e - m)
+                     : mode == RED_LP ? pow(fabs(e), a->f[2]) : e;
         s = mp_cu_comb(kind, s, e);
     }
     return s;
@@ -295,7 +384,8 @@ MP_HD double mp_cu_reduce_shift(double m) { return isinf(m) ? 0 : m; }
 MP_HD void mp_cu_reduce_store(const mp_cu_args *a, int64_t j, double m, double s)
 {
     int mode = mp_cu_reduce_mode(a);
-    double v = mode == RED_L2 ? sqrt(s) : mode == RED_LOGSUM ? log(s) : mode == RED_LOGSUMEXP ? m + log(s) : s;
+    double v = mode == RED_L2 ? sqrt(s) : mode == RED_LOGSUM ? log(s) : mode == RED_LOGSUMEXP ? m + log(s)
+             : mode == RED_LP ? pow(s, 1 / a->f[2]) : s;
     mp_cu_st(a->x[1], a->dt[1], j, a->f[0] * v / a->f[1]);
 }
 
@@ -787,7 +877,8 @@ MP_HD int64_t mp_cu_argmax(const int64_t *p, const float *x, int64_t pl, const i
     return best;
 }
 
-/* p[W_KIND] 0 max, 1 average. X x0 -> Y x1, Indices x2 (max, or NULL) */
+/* p[W_KIND] 0 max, 1 average, 2 Lp (f0 its p: (sum |x|^p)^(1/p) over the taps inside, as
+ * runtime/cpu_conv.c run_pool). X x0 -> Y x1, Indices x2 (max, or NULL) */
 MP_HD void k_pool(const mp_cu_args *a, int64_t i)
 {
     const int64_t *p = a->p;
@@ -812,9 +903,9 @@ MP_HD void k_pool(const mp_cu_args *a, int64_t i)
     double s = 0;
     for (int64_t kp = 0; kp < p[W_KN]; kp++) {
         int64_t at = mp_cu_tap(p, oidx, kp);
-        if (at >= 0) s += x[pl * p[W_INN] + at];
+        if (at >= 0) s += p[W_KIND] == 2 ? pow(fabs((double)x[pl * p[W_INN] + at]), a->f[0]) : x[pl * p[W_INN] + at];
     }
-    ((float *)a->x[1])[i] = (float)(s / (double)mp_cu_avg_count(p, oidx));
+    ((float *)a->x[1])[i] = (float)(p[W_KIND] == 2 ? pow(s, 1 / a->f[0]) : s / (double)mp_cu_avg_count(p, oidx));
 }
 
 /* dY x0, X x1 (max without usable indices), Indices x2 (or NULL) -> dX x3, a thread per element of X */
@@ -1229,29 +1320,8 @@ MP_HD void k_pad(const mp_cu_args *a, int64_t i)
         int64_t q = rem / od[k], j = mp_cu_pad_src(mode, rem - q * od[k], bg[k], id[k]);
         fill |= j < 0, s += j * is[k], rem = q;
     }
-    switch (mp_cu_esize(a->dt[1])) {
-    case 1: {
-        unsigned char v;
-        if (fill) memcpy(&v, &a->p[PAD_FILL], sizeof v);
-        else v = ((const unsigned char *)a->x[0])[s];
-        ((unsigned char *)a->x[1])[i] = v;
-        break;
-    }
-    case 4: {
-        uint32_t v;
-        if (fill) memcpy(&v, &a->p[PAD_FILL], sizeof v);
-        else v = ((const uint32_t *)a->x[0])[s];
-        ((uint32_t *)a->x[1])[i] = v;
-        break;
-    }
-    default: {
-        uint64_t v;
-        if (fill) memcpy(&v, &a->p[PAD_FILL], sizeof v);
-        else v = ((const uint64_t *)a->x[0])[s];
-        ((uint64_t *)a->x[1])[i] = v;
-        break;
-    }
-    }
+    if (fill) memcpy((char *)a->x[1] + i * mp_cu_esize(a->dt[1]), &a->p[PAD_FILL], (size_t)mp_cu_esize(a->dt[1])); /* the fill's bytes */
+    else mp_cu_move(a->x[1], i, a->x[0], s, a->dt[1]);
 }
 
 /* a thread per element of dX: the dY elements that copied it, in dY's row-major order (an odometer
@@ -1329,13 +1399,6 @@ MP_HD void k_einsum(const mp_cu_args *a, int64_t i)
  * thread per (outer, inner) line walking the axis in the CPU's order: floats summed (multiplied) in double,
  * integers wrapping in 64 bits. */
 enum { CS_OUTER = 0, CS_D, CS_INNER, CS_EXCL, CS_REV, CS_PROD };
-
-MP_HD void mp_cu_sti(void *p, int dt, int64_t i, int64_t v)
-{
-    if (dt == MP_CU_I64) ((int64_t *)p)[i] = v;
-    else if (dt == MP_CU_I32) ((int32_t *)p)[i] = (int32_t)v;
-    else mp_cu_st(p, dt, i, (double)v);
-}
 
 MP_HD void k_cumsum(const mp_cu_args *a, int64_t l)
 {
