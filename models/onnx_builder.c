@@ -337,6 +337,13 @@ void mp_ob_attr_ints(mp_ob *b, Onnx__NodeProto *n, const char *name, int count, 
     at->ints = mp_arena_dup(b->arena, v, (size_t)count * sizeof *v);
 }
 
+void mp_ob_attr_floats(mp_ob *b, Onnx__NodeProto *n, const char *name, int count, const float *v)
+{
+    Onnx__AttributeProto *at = ob_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS);
+    at->n_floats = (size_t)count;
+    at->floats = mp_arena_dup(b->arena, v, (size_t)count * sizeof *v);
+}
+
 void mp_ob_attr_str(mp_ob *b, Onnx__NodeProto *n, const char *name, const char *v)
 {
     Onnx__AttributeProto *at = ob_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);

@@ -59,6 +59,7 @@ const char *mp_ob_op(mp_ob *b, const char *op, int n_in, const char *const *in);
 void mp_ob_attr_int(mp_ob *b, Onnx__NodeProto *n, const char *name, int64_t v);
 void mp_ob_attr_float(mp_ob *b, Onnx__NodeProto *n, const char *name, float v);
 void mp_ob_attr_ints(mp_ob *b, Onnx__NodeProto *n, const char *name, int count, const int64_t *v);
+void mp_ob_attr_floats(mp_ob *b, Onnx__NodeProto *n, const char *name, int count, const float *v);
 void mp_ob_attr_str(mp_ob *b, Onnx__NodeProto *n, const char *name, const char *v);
 /* A float32 tensor of shape [1] holding v (ConstantOfShape's `value`). */
 void mp_ob_attr_tensor_f32(mp_ob *b, Onnx__NodeProto *n, const char *name, float v);

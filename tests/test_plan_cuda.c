@@ -18,7 +18,9 @@
  *      trigonometric functions, RMSNormalization, NegativeLogLikelihoodLoss,
  *      GatherND/ScatterND, RotaryEmbedding and Attention no real model shows;
  *      another the sampling grids (GridSample in each mode and padding mode,
- *      volumetric, AffineGrid 2-D and 3-D, with their gradients); another, a
+ *      volumetric, AffineGrid 2-D and 3-D, with their gradients); another
+ *      EyeLike, Range too long to fold, the bitwise ops and BitShift,
+ *      Quantize/DequantizeLinear, LpPool, GlobalLpPool and Upsample; another, a
  *      parameter small enough that the importer folds its Reshape, which must
  *      still train (not be baked into plan.cu);
  *   3. when nvcc is present, each plan.cu of step 1 compiles and links against
@@ -829,6 +831,139 @@ static void write_grid_forms(const char *path)
 START_TEST(grid_forms_match_cpu) { check_forms(write_grid_forms, "grid_forms", "GridSample/AffineGrid forms"); }
 END_TEST
 
+/* A 1-D int64 constant of any length (the builder's hold at most 16): a Concat of such pieces, folded. */
+static const char *const_i64s(mp_ob *b, int count, const int64_t *v)
+{
+    const char *parts[8];
+    int np = 0;
+    for (int at = 0; at < count && np < 8; at += 16, np++) parts[np] = mp_ob_const_i64(b, 1, count - at < 16 ? count - at : 16, v + at);
+    if (np == 1) return parts[0];
+    Onnx__NodeProto *n = mp_ob_node(b, "Concat", 1, np, parts);
+    mp_ob_attr_int(b, n, "axis", 0);
+    return n->output[0];
+}
+
+/* Floats k / den, a constant folded from int64s, Reshaped to dims[rank]. */
+static const char *const_ratios(mp_ob *b, int count, const int64_t *k, float den, int rank, const int64_t *dims)
+{
+    const char *v = OP(b, "Div", cast(b, const_i64s(b, count, k), MP_FLOAT), mp_ob_const_f32(b, den));
+    return OP(b, "Reshape", v, mp_ob_const_i64(b, 1, rank, dims));
+}
+
+/* Generators, integer and quantization ops, Lp pools and Upsample, each adding mean((s v)^2):
+ * EyeLike of x * p (so computed, not folded) with k 1, and int64 with k -2, times x * p; Range of 70000
+ * int64s (from -5 by 3) and of floats (from 0.25 by 0.001), too long to fold; BitwiseAnd, Or, Xor, Not of
+ * int64 data (10^4 x truncated, negatives too) with 0x7ff0000000001234, whose low 20 bits survive only
+ * exact 64-bit arithmetic, and of int32; BitShift LEFT and RIGHT of uint8 and uint16 data (negatives
+ * wrapped) by 0, 1, 3, 7, 8 and 17 (past the width: 0); QuantizeLinear then DequantizeLinear per tensor to
+ * uint8 (zero point 128, clamped both ways), per axis to int8 (two scales, two zero points), per block of 3
+ * along the last axis to int16, to int16 at ties in float (not in double), and DequantizeLinear of int32
+ * without a zero point; LpPool (p 3, strides 2,
+ * pads 1; p 2 default over [2, 3]), GlobalLpPool (p 3 and the default 2); Upsample nearest (scales input,
+ * [1, 1, 2, 1.5]) and bilinear (scales attribute, opset 7's) of x * p, whose gradient (a ResizeGrad) runs
+ * for the first. The importer takes Upsample, and QuantizeLinear's block_size (opset 21), at the builder's
+ * opset 17. */
+static void write_int_forms(const char *path)
+{
+    mp_ob *b = mp_ob_new("main_graph");
+    const char *x = mp_ob_input(b, "input", MP_FLOAT, 4, (const char *[]){"2", "2", "6", "6"});
+    const char *xp = OP(b, "Mul", x, mp_ob_param_uniform(b, "p", 3, (int64_t[]){2, 1, 1}, 1.0f)), *acc = NULL;
+    const char *x10 = OP(b, "Mul", x, mp_ob_const_f32(b, 10.0f)), *xp10 = OP(b, "Mul", xp, mp_ob_const_f32(b, 10.0f));
+    /* EyeLike (no gradient rule: of 10 x, so computed, not folded) */
+    const char *m12 = OP(b, "Reshape", xp10, mp_ob_const_i64(b, 1, 2, (int64_t[]){12, 12})),
+               *d12 = OP(b, "Reshape", x10, mp_ob_const_i64(b, 1, 2, (int64_t[]){12, 12}));
+    Onnx__NodeProto *n = NODE(b, "EyeLike", d12);
+    mp_ob_attr_int(b, n, "k", 1);
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], m12), 3.0f);
+    n = NODE(b, "EyeLike", d12);
+    mp_ob_attr_int(b, n, "k", -2);
+    mp_ob_attr_int(b, n, "dtype", MP_INT64);
+    add_scaled(b, &acc, OP(b, "Mul", cast(b, n->output[0], MP_FLOAT), m12), 3.0f);
+    /* Range */
+    const char *ri = OP(b, "Range", mp_ob_const_i64(b, 0, 1, (int64_t[]){-5}), mp_ob_const_i64(b, 0, 1, (int64_t[]){209995}),
+                        mp_ob_const_i64(b, 0, 1, (int64_t[]){3}));
+    add_scaled(b, &acc, cast(b, ri, MP_FLOAT), 1e-5f);
+    const char *rf = OP(b, "Range", mp_ob_const_f32(b, 0.25f), mp_ob_const_f32(b, 70.25f), mp_ob_const_f32(b, 0.001f));
+    add_scaled(b, &acc, rf, 0.02f);
+    /* bitwise ops of int64 and int32 data */
+    const char *a64 = cast(b, OP(b, "Mul", x, mp_ob_const_f32(b, 1e4f)), MP_INT64);
+    const char *b64 = cast(b, OP(b, "Mul", OP(b, "Transpose", x), mp_ob_const_f32(b, 7777.0f)), MP_INT64);
+    const char *hi = OP(b, "BitwiseXor", a64, mp_ob_const_i64(b, 0, 1, (int64_t[]){0x7ff0000000001234}));
+    const char *lo = OP(b, "BitwiseAnd", hi, mp_ob_const_i64(b, 0, 1, (int64_t[]){0xfffff}));
+    const char *bits = OP(b, "BitwiseNot", OP(b, "BitwiseOr", lo, OP(b, "Reshape", b64, mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 2, 6, 6}))));
+    add_scaled(b, &acc, cast(b, bits, MP_FLOAT), 1e-6f);
+    const char *a32 = cast(b, a64, MP_INT32), *b32 = cast(b, OP(b, "Reshape", b64, mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 2, 6, 6})), MP_INT32);
+    add_scaled(b, &acc, cast(b, OP(b, "BitwiseXor", OP(b, "BitwiseAnd", a32, b32), OP(b, "BitwiseNot", b32)), MP_FLOAT), 1e-3f);
+    const char *shifts = mp_ob_const_i64(b, 1, 6, (int64_t[]){0, 1, 3, 7, 8, 17});
+    static const mp_dtype utypes[] = {MP_UINT8, MP_UINT16};
+    for (int k = 0; k < 4; k++) {
+        n = NODE(b, "BitShift", cast(b, cast(b, OP(b, "Mul", x, mp_ob_const_f32(b, k < 2 ? 2000.0f : 3e5f)), MP_INT64), utypes[k / 2]),
+                 cast(b, shifts, utypes[k / 2]));
+        mp_ob_attr_str(b, n, "direction", k % 2 ? "RIGHT" : "LEFT");
+        add_scaled(b, &acc, cast(b, n->output[0], MP_FLOAT), k < 2 ? 0.01f : 3e-5f);
+    }
+    /* QuantizeLinear, DequantizeLinear */
+    const char *s1 = mp_ob_const_f32(b, 0.005f), *z1 = cast(b, mp_ob_const_i64(b, 0, 1, (int64_t[]){128}), MP_UINT8);
+    add_scaled(b, &acc, OP(b, "DequantizeLinear", OP(b, "QuantizeLinear", x10, s1, z1), s1, z1), 1.0f);
+    const char *s2 = const_ratios(b, 2, (int64_t[]){3, 5}, 1000.0f, 1, (int64_t[]){2});
+    const char *z2 = cast(b, mp_ob_const_i64(b, 1, 2, (int64_t[]){-3, 4}), MP_INT8);
+    n = NODE(b, "QuantizeLinear", x10, s2, z2);
+    mp_ob_attr_int(b, n, "axis", 1);
+    Onnx__NodeProto *dq = NODE(b, "DequantizeLinear", n->output[0], s2, z2);
+    mp_ob_attr_int(b, dq, "axis", 1);
+    add_scaled(b, &acc, dq->output[0], 1.0f);
+    int64_t k48[48], z48[48];
+    for (int i = 0; i < 48; i++) k48[i] = 1 + (i * 7) % 11, z48[i] = (i * 37) % 201 - 100;
+    const char *s3 = const_ratios(b, 48, k48, 3e4f, 4, (int64_t[]){2, 2, 6, 2});
+    const char *z3 = cast(b, OP(b, "Reshape", const_i64s(b, 48, z48), mp_ob_const_i64(b, 1, 4, (int64_t[]){2, 2, 6, 2})), MP_INT16);
+    n = NODE(b, "QuantizeLinear", x10, s3, z3);
+    mp_ob_attr_int(b, n, "axis", -1);
+    mp_ob_attr_int(b, n, "block_size", 3);
+    dq = NODE(b, "DequantizeLinear", n->output[0], s3, z3);
+    mp_ob_attr_int(b, dq, "axis", -1);
+    mp_ob_attr_int(b, dq, "block_size", 3);
+    add_scaled(b, &acc, dq->output[0], 1.0f);
+    add_scaled(b, &acc, OP(b, "DequantizeLinear", cast(b, a64, MP_INT32), mp_ob_const_f32(b, 0.001f)), 1.0f);
+    /* float32 x over a float32 scale is divided in float: i / 100 over 0.02 is exactly -148.5 in float (even: -148),
+     * not in double (-148.500005: -149); those values plus 0 x, so computed, not folded */
+    const char *ties = OP(b, "Add", const_ratios(b, 12, (int64_t[]){-297, -293, -287, -283, -281, -277, -273, -269, -259, -253, -249, -235},
+                                                 100.0f, 1, (int64_t[]){12}),
+                          OP(b, "Mul", NODE(b, "ReduceMean", x)->output[0], mp_ob_const_f32(b, 0.0f)));
+    const char *s4 = mp_ob_const_f32(b, 0.02f), *z4 = cast(b, mp_ob_const_i64(b, 0, 1, (int64_t[]){0}), MP_INT16);
+    add_scaled(b, &acc, OP(b, "DequantizeLinear", OP(b, "QuantizeLinear", ties, s4, z4), s4, z4), 1.0f);
+    /* LpPool, GlobalLpPool */
+    n = NODE(b, "LpPool", x10);
+    mp_ob_attr_ints(b, n, "kernel_shape", INTS(3, 3));
+    mp_ob_attr_ints(b, n, "strides", INTS(2, 2));
+    mp_ob_attr_ints(b, n, "pads", INTS(1, 1, 1, 1));
+    mp_ob_attr_int(b, n, "p", 3);
+    add_scaled(b, &acc, n->output[0], 1.0f);
+    n = NODE(b, "LpPool", x10);
+    mp_ob_attr_ints(b, n, "kernel_shape", INTS(2, 3));
+    add_scaled(b, &acc, n->output[0], 1.0f);
+    n = NODE(b, "GlobalLpPool", x10);
+    mp_ob_attr_int(b, n, "p", 3);
+    add_scaled(b, &acc, n->output[0], 1.0f);
+    add_scaled(b, &acc, OP(b, "GlobalLpPool", x10), 0.3f);
+    /* Upsample */
+    n = NODE(b, "Upsample", xp10, const_ratios(b, 4, (int64_t[]){2, 2, 4, 3}, 2.0f, 1, (int64_t[]){4}));
+    add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "pu", 1, (int64_t[]){9}, 1.0f)), 1.0f);
+    n = NODE(b, "Upsample", x10);
+    mp_ob_attr_str(b, n, "mode", "bilinear");
+    mp_ob_attr_floats(b, n, "scales", 4, (const float[]){1, 1, 1.5f, 2});
+    add_scaled(b, &acc, n->output[0], 1.0f);
+    mp_ob_output(b, acc, "total", MP_FLOAT, 0, NULL);
+    mp_err err = {0};
+    ck_assert_msg(mp_ob_write(b, path, &err) > 0, "%s: %s", path, err.msg);
+    mp_ob_free(b);
+}
+
+START_TEST(int_forms_match_cpu)
+{
+    check_forms(write_int_forms, "int_forms", "EyeLike/Range/bitwise/quantization/LpPool/Upsample forms");
+}
+END_TEST
+
 /* A float initializer of at most 64 elements holds its values, so the importer
  * folds a Reshape of it as shape arithmetic; the parameter is still trained, so
  * plan.cu must read it each step, not bake the file's values into the Reshape
@@ -921,6 +1056,7 @@ static Suite *suite(void)
     tcase_add_test(tc, host_runtime_matches_cpu);
     tcase_add_test(tc, op_forms_match_cpu);
     tcase_add_test(tc, grid_forms_match_cpu);
+    tcase_add_test(tc, int_forms_match_cpu);
     tcase_add_test(tc, folded_param_trains);
     tcase_add_test(tc, every_op_lowers);
     suite_add_tcase(s, tc);
