@@ -487,8 +487,9 @@ static const char *lower_quant(cg *c, const mp_node *n)
     const int32_t in[3] = {x, s, zp};
     int32_t at = c->n;
     double lo = ranges[k].lo, hi = ranges[k].hi;
-    const char *e = quant ? map_dims(c, MP_FN_QUANTIZE, zp >= 0 ? 3 : 2, in, r, d, (const int64_t(*)[MP_CU_MAX_RANK])str, y, lo, hi)
-                          : map_dims(c, MP_FN_DEQUANTIZE, zp >= 0 ? 3 : 2, in, r, d, (const int64_t(*)[MP_CU_MAX_RANK])str, y, 0, 1);
+    const int64_t(*views)[MP_CU_MAX_RANK] = (const int64_t(*)[MP_CU_MAX_RANK])str;
+    const char *e = quant ? map_dims(c, MP_FN_QUANTIZE, zp >= 0 ? 3 : 2, in, r, d, views, y, lo, hi)
+                          : map_dims(c, MP_FN_DEQUANTIZE, zp >= 0 ? 3 : 2, in, r, d, views, y, 0, 1);
     mp_cu_instr *I = emitted(c, at);
     if (I && quant) I->f[2] = ft == MP_FLOAT;
     return e;
@@ -2269,8 +2270,8 @@ static const struct {
     {"BatchNormalizationGrad", lower_batch_norm}, {"InstanceNormalization", lower_group_norm},
     {"InstanceNormalizationGrad", lower_group_norm}, {"GroupNormalization", lower_group_norm},
     {"GroupNormalizationGrad", lower_group_norm}, {"Conv", lower_conv}, {"ConvGrad", lower_conv},
-    {"MaxPool", lower_pool}, {"AveragePool", lower_pool}, {"LpPool", lower_pool}, {"GlobalLpPool", lower_gap}, {"MaxPoolGrad", lower_pool},
-    {"AveragePoolGrad", lower_pool}, {"Dropout", lower_dropout}, {"AdamUpdate", lower_optim},
+    {"MaxPool", lower_pool}, {"AveragePool", lower_pool}, {"LpPool", lower_pool}, {"GlobalLpPool", lower_gap},
+    {"MaxPoolGrad", lower_pool}, {"AveragePoolGrad", lower_pool}, {"Dropout", lower_dropout}, {"AdamUpdate", lower_optim},
     {"SGDUpdate", lower_optim}, {"MomentumUpdate", lower_optim}, {"AdafactorUpdate", lower_adafactor},
     {"ReduceSum", lower_reduce}, {"ReduceMean", lower_reduce}, {"ReduceSumGrad", lower_reduce},
     {"ReduceMeanGrad", lower_reduce}, {"ReduceMax", lower_reduce}, {"ReduceMin", lower_reduce}, {"ReduceProd", lower_reduce},
@@ -2279,8 +2280,9 @@ static const struct {
     {"ResizeGrad", lower_resize}, {"Pad", lower_pad}, {"PadGrad", lower_pad}, {"Einsum", lower_einsum},
     {"GridSample", lower_grid_sample}, {"GridSampleGrad", lower_grid_sample}, {"AffineGrid", lower_affine_grid},
     {"AffineGridGrad", lower_affine_grid}, {"EyeLike", lower_eye_like}, {"Range", lower_range},
-    {"BitwiseAnd", lower_bitwise}, {"BitwiseOr", lower_bitwise}, {"BitwiseXor", lower_bitwise}, {"BitwiseNot", lower_bitwise},
-    {"BitShift", lower_bitwise}, {"QuantizeLinear", lower_quant}, {"DequantizeLinear", lower_quant}, {"Upsample", lower_upsample},
+    {"BitwiseAnd", lower_bitwise}, {"BitwiseOr", lower_bitwise}, {"BitwiseXor", lower_bitwise},
+    {"BitwiseNot", lower_bitwise}, {"BitShift", lower_bitwise}, {"QuantizeLinear", lower_quant},
+    {"DequantizeLinear", lower_quant}, {"Upsample", lower_upsample},
 };
 
 static lower_fn find_lowering(const char *op)

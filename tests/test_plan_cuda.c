@@ -945,6 +945,12 @@ static void write_int_forms(const char *path)
     mp_ob_attr_int(b, n, "p", 3);
     add_scaled(b, &acc, n->output[0], 1.0f);
     add_scaled(b, &acc, OP(b, "GlobalLpPool", x10), 0.3f);
+    /* float to integer as the CPU stores it (ir/graph.c mp_tensor_set_f64): NaN 0, clamped to int64, wrapped */
+    const char *nan = OP(b, "Sqrt", x), *mid = OP(b, "Mul", x, mp_ob_const_f32(b, 1e11f));
+    add_scaled(b, &acc, cast(b, cast(b, nan, MP_INT32), MP_FLOAT), 1e-9f);
+    add_scaled(b, &acc, cast(b, cast(b, OP(b, "Mul", x, mp_ob_const_f32(b, 1e21f)), MP_INT64), MP_FLOAT), 1e-19f);
+    add_scaled(b, &acc, cast(b, cast(b, mid, MP_INT32), MP_FLOAT), 1e-9f);
+    add_scaled(b, &acc, cast(b, cast(b, mid, MP_INT16), MP_FLOAT), 1e-4f);
     /* Upsample */
     n = NODE(b, "Upsample", xp10, const_ratios(b, 4, (int64_t[]){2, 2, 4, 3}, 2.0f, 1, (int64_t[]){4}));
     add_scaled(b, &acc, OP(b, "Mul", n->output[0], mp_ob_param_uniform(b, "pu", 1, (int64_t[]){9}, 1.0f)), 1.0f);
@@ -960,7 +966,7 @@ static void write_int_forms(const char *path)
 
 START_TEST(int_forms_match_cpu)
 {
-    check_forms(write_int_forms, "int_forms", "EyeLike/Range/bitwise/quantization/LpPool/Upsample forms");
+    check_forms(write_int_forms, "int_forms", "EyeLike/Range/bitwise/quantization/LpPool/Upsample/float-to-int forms");
 }
 END_TEST
 

@@ -110,11 +110,9 @@ MP_HD void mp_cu_st(void *p, int dt, int64_t i, double v)
 {
     switch (dt) {
     case MP_CU_F32: ((float *)p)[i] = (float)v; break;
-    case MP_CU_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-    case MP_CU_BOOL: ((unsigned char *)p)[i] = v != 0; break;
-    case MP_CU_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case MP_CU_BOOL: ((unsigned char *)p)[i] = v != 0; break; /* NaN true, as the CPU's Cast */
     case MP_CU_F64: ((double *)p)[i] = v; break;
-    default: /* the 8- and 16-bit integers as ir/graph.c mp_tensor_set_f64: NaN 0, clamped to int64, wrapped */
+    default: /* the integers as ir/graph.c mp_tensor_set_f64: NaN 0, clamped to int64, wrapped to the width */
         mp_cu_sti(p, dt, i, v != v ? 0 : v >= 9.2e18 ? (int64_t)9.2e18 : v <= -9.2e18 ? (int64_t)-9.2e18 : (int64_t)v);
         break;
     }
