@@ -204,6 +204,7 @@ typedef struct plan {
     int order_from;             /* -1: the ILP's plan; else the baseline whose order was cheaper */
     int32_t pruned;             /* entries of the ILP's plan or that baseline's order removed by mp_rsched_prune */
     bool placed_fallback;       /* the order was taken because its arena fits where the ILP's plans fragmented */
+    int64_t placed_target;      /* the arena target it was placed with, to be placed alike when written */
     bool have_least;            /* the least-peak search ran (it is slow: once per plan) */
     int64_t least_peak, least_lower;
     bool have_base_least;       /* least_baseline ran */
@@ -1083,7 +1084,7 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     snprintf(po->strategy, sizeof po->strategy, "%s", mp_cli_strategy_names[p->strategy]);
     po->budget_bytes = p->budget;
     po->reserve_bytes = p->reserve;
-    po->arena_target = p->placed_fallback ? 0 : p->usable; /* a fallback is placed as it was measured */
+    po->arena_target = p->placed_fallback ? p->placed_target : p->usable; /* a fallback is placed as it was measured */
     po->arena_work = ARENA_WORK;
 }
 
@@ -1100,7 +1101,8 @@ static void forget_solution(plan *p)
 }
 
 /* Takes order s (recounted as c, placed as `placed`, from as plan.order_from) as the plan. */
-static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan_info *placed, int from)
+static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan_opts *po, const mp_plan_info *placed,
+                        int from)
 {
     forget_solution(p);
     p->order = *s;
@@ -1109,6 +1111,7 @@ static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan
     p->order_from = from;
     p->pruned = 0;
     p->placed_fallback = true;
+    p->placed_target = po->arena_target;
     return mark_recomputed(p) == 0;
 }
 
@@ -1143,8 +1146,8 @@ static void add_fallback(plan *p, int b, int t, int64_t target, fallback *f, int
 /* The last resort when re-planning keeps fragmenting. First the baselines'
  * own orders for this budget (and for it less the slack, or less what the
  * order for the budget added when placed), the cheapest whose arena fits as
- * placed: they are placed cheapest first, so the first that fits is taken;
- * else the orders the exit-3 line places (the
+ * placed: they are placed cheapest first, the budget the search's target, so
+ * the first that fits is taken; else the orders the exit-3 line places (the
  * least-peak plan's, greedy's at its least target, store everything), the
  * first whose arena fits. So the order given costs no more than a baseline
  * shown beside it that fits, and a budget that line proves feasible succeeds
@@ -1154,7 +1157,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
     mp_err err = {{0}};
     mp_plan_opts po;
     plan_opts_of(p, o, &po);
-    po.arena_target = 0; /* the exit-3 line's placements, so that a budget it states is met given back */
+    po.arena_target = p->usable; /* the search stops once an order fits */
     /* the budget and the budget less the slack; a third target, the budget less what a baseline's order for
      * the budget added when placed (the slack came from another order, which may fragment more or less), joins
      * once that order is placed */
@@ -1174,7 +1177,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
         bool placed = !mp_plan_measure(o->model, &po, &x.s, &info, &err);
         if (placed && info.arena_bytes <= p->usable) {
             for (int j = 0; j < n; j++) mp_rsched_free(&f[j].s);
-            return adopt_order(p, &x.s, &x.c, &info, x.from);
+            return adopt_order(p, &x.s, &x.c, &po, &info, x.from);
         }
         if (placed && x.target == 0) {
             int64_t margin = info.arena_bytes - info.lower_bound;
@@ -1184,6 +1187,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
         mp_rsched_free(&x.s);
     }
     if (least_peak(p, &err)) return false;
+    po.arena_target = 0; /* the exit-3 line's placements, so that a budget it states is met given back */
     for (int k = 0; k < 3; k++) {
         mp_rsched s = {0};
         int from;
@@ -1195,7 +1199,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
             mp_rsched_free(&s);
             continue;
         }
-        if (!adopt_order(p, &s, &c, &info, from)) return false;
+        if (!adopt_order(p, &s, &c, &po, &info, from)) return false;
         if (k == 0) p->status = "min-peak";
         return true;
     }
