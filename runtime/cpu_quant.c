@@ -78,7 +78,7 @@ int mp_cpu_QuantizeLinear(const mp_kargs *k, mp_err *err)
         double q = x->dtype == MP_FLOAT ? (double)((float)mp_tensor_get_f64(x, e) / (float)mp_tensor_get_f64(s, si))
                                         : mp_tensor_get_f64(x, e) / mp_tensor_get_f64(s, si);
         q = nearbyint(q) + (zp ? (double)mp_tensor_get_i64(zp, si) : 0);
-        mp_tensor_set_i64(y, e, (int64_t)(q < lo ? lo : q > hi ? hi : q));
+        mp_tensor_set_f64(y, e, q < lo ? lo : q > hi ? hi : q); /* a NaN x (or 0 / 0) stores 0, not an undefined cast */
     }
     return 0;
 }
