@@ -190,6 +190,14 @@ static void init_launchers(void)
     launchers[MP_CU_TOPK] = launch<k_topk>;
     launchers[MP_CU_RANGE] = launch<k_range>;
     launchers[MP_CU_MAP_INT] = launch<k_map_int>;
+    launchers[MP_CU_ALL_FINITE] = launch<k_all_finite>;
+}
+
+/* cuBLAS's type of a GEMM operand: fp32, or bf16 / fp16 (codegen gives A, B and C one type; the
+ * sums run in fp32 either way, CUBLAS_COMPUTE_32F, and C is rounded once from them). */
+static cudaDataType_t blas_type(int dt)
+{
+    return dt == MP_CU_BF16 ? CUDA_R_16BF : dt == MP_CU_F16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */
@@ -199,16 +207,18 @@ static void gemm(const mp_cu_plan *p, const mp_cu_instr *I, const mp_cu_args *a)
     float alpha = (float)a->f[0], one = 1, beta = q[GM_BETA_ONE] ? 1.0f : 0.0f;
     cublasOperation_t ta = q[GM_TA] ? CUBLAS_OP_T : CUBLAS_OP_N, tb = q[GM_TB] ? CUBLAS_OP_T : CUBLAS_OP_N;
     int M = (int)q[GM_M], N = (int)q[GM_N], K = (int)q[GM_K], lda = (int)q[GM_LDA], ldb = (int)q[GM_LDB];
+    cudaDataType_t at = blas_type(a->dt[0]), bt = blas_type(a->dt[1]), ct = blas_type(a->dt[2]);
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     if (q[GM_SC]) {
-        st = cublasGemmStridedBatchedEx(blas, tb, ta, N, M, K, &alpha, a->x[1], CUDA_R_32F, ldb, q[GM_SB], a->x[0],
-                                        CUDA_R_32F, lda, q[GM_SA], &beta, a->x[2], CUDA_R_32F, N, q[GM_SC],
+        st = cublasGemmStridedBatchedEx(blas, tb, ta, N, M, K, &alpha, a->x[1], bt, ldb, q[GM_SB], a->x[0],
+                                        at, lda, q[GM_SA], &beta, a->x[2], ct, N, q[GM_SC],
                                         (int)q[GM_BATCH], CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    } else { /* every batch accumulates into one C: the gradient of a broadcast operand */
+    } else { /* every batch accumulates into one C: the gradient of a broadcast operand (fp32 only: codegen) */
+        const char *A = (const char *)a->x[0], *B = (const char *)a->x[1];
         for (int64_t b = 0; b < q[GM_BATCH] && st == CUBLAS_STATUS_SUCCESS; b++)
-            st = cublasGemmEx(blas, tb, ta, N, M, K, &alpha, (const float *)a->x[1] + b * q[GM_SB], CUDA_R_32F, ldb,
-                              (const float *)a->x[0] + b * q[GM_SA], CUDA_R_32F, lda, b ? &one : &beta, a->x[2],
-                              CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            st = cublasGemmEx(blas, tb, ta, N, M, K, &alpha, B + b * q[GM_SB] * mp_cu_esize(a->dt[1]), bt, ldb,
+                              A + b * q[GM_SA] * mp_cu_esize(a->dt[0]), at, lda, b ? &one : &beta, a->x[2],
+                              ct, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     }
     if (st != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "plan: cuBLAS GEMM failed (status %d) at '%s'\n", (int)st, p->nodes[I->node]);

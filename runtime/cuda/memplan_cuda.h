@@ -65,6 +65,7 @@ enum {
     MP_CU_TOPK,         /* TopK, a thread per input element (its rank; the k best write themselves) */
     MP_CU_RANGE,        /* out[i] = start + i delta (start x0, delta x1: scalars in the arena) */
     MP_CU_MAP_INT,      /* MP_CU_MAP's layout on 64-bit integers, exact: the bitwise functions (MP_FN_BIT_*) */
+    MP_CU_ALL_FINITE,   /* x1[0] = 0 where an element of x0 is not finite (after a FILL of 1): fp16's AllFinite */
     MP_CU_OP_COUNT
 };
 
@@ -85,6 +86,9 @@ enum {
     MP_FN_MOD, MP_FN_FMOD,
     /* three operands */
     MP_FN_WHERE, MP_FN_POW_GRAD, MP_FN_QUANTIZE, MP_FN_DEQUANTIZE,
+    /* fp16's dynamic loss scale (passes/loss_scale.c): the seed 2^(f0 + log2); LossScaleUpdate's
+     * (log2, finite, good steps) -> log2' and (finite, good steps) -> good steps', f0 the growth interval */
+    MP_FN_LOSS_SCALE, MP_FN_LOSS_SCALE_LOG2, MP_FN_LOSS_SCALE_GOOD,
     /* MP_CU_MAP_INT's, on 64-bit integers */
     MP_FN_BIT_AND, MP_FN_BIT_OR, MP_FN_BIT_XOR, MP_FN_BIT_NOT, MP_FN_BIT_SHL, MP_FN_BIT_SHR,
     MP_FN_COUNT
@@ -93,7 +97,11 @@ enum {
 enum { MP_CU_OPT_ADAM = 0, MP_CU_OPT_SGD, MP_CU_OPT_MOMENTUM };
 
 /* Element types of the arena's tensors. */
-enum { MP_CU_F32 = 0, MP_CU_I64, MP_CU_BOOL, MP_CU_I32, MP_CU_F64, MP_CU_U8, MP_CU_I8, MP_CU_U16, MP_CU_I16, MP_CU_DTYPE_COUNT };
+enum {
+    MP_CU_F32 = 0, MP_CU_I64, MP_CU_BOOL, MP_CU_I32, MP_CU_F64, MP_CU_U8, MP_CU_I8, MP_CU_U16, MP_CU_I16,
+    MP_CU_BF16, MP_CU_F16, /* --precision bf16 / fp16: loaded widened (exact), stored rounded to fp32, then to 16 bits */
+    MP_CU_DTYPE_COUNT
+};
 
 #define MP_CU_MAX_RANK 8
 #define MP_CU_NT 12     /* tensor operands of one instruction (Attention's gradient takes 10) */

@@ -46,11 +46,72 @@ MP_HD int mp_cu_esize(int dt)
 {
     switch (dt) {
     case MP_CU_BOOL: case MP_CU_U8: case MP_CU_I8: return 1;
-    case MP_CU_U16: case MP_CU_I16: return 2;
+    case MP_CU_U16: case MP_CU_I16: case MP_CU_BF16: case MP_CU_F16: return 2;
     case MP_CU_I32: case MP_CU_F32: return 4;
     default: return 8;
     }
 }
+
+/* 16-bit floats, as ir/half.c converts them: widening is exact; rounding is to
+ * nearest even, float16 with subnormals and overflow to inf; NaN stays NaN
+ * (quiet, sign and top payload bits kept). */
+MP_HD uint32_t mp_cu_f32_bits(float f)
+{
+    union { float f; uint32_t u; } b;
+    b.f = f;
+    return b.u;
+}
+
+MP_HD float mp_cu_bits_f32(uint32_t u)
+{
+    union { float f; uint32_t u; } b;
+    b.u = u;
+    return b.f;
+}
+
+MP_HD float mp_cu_bf16_to_f32(uint16_t h) { return mp_cu_bits_f32((uint32_t)h << 16); }
+
+MP_HD float mp_cu_f16_to_f32(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 31) return mp_cu_bits_f32(s | 0x7f800000u | (m << 13)); /* inf, NaN (payload kept) */
+    if (e) return mp_cu_bits_f32(s | ((e + 127 - 15) << 23) | (m << 13));
+    float v = (float)m * 0x1p-24f; /* zero or subnormal: m * 2^-24, exact */
+    return s ? -v : v;
+}
+
+MP_HD uint16_t mp_cu_f32_to_bf16(float f)
+{
+    uint32_t b = mp_cu_f32_bits(f);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40); /* NaN, quiet */
+    b += 0x7fffu + ((b >> 16) & 1); /* ties to even; a carry moves to the next binade or to inf */
+    return (uint16_t)(b >> 16);
+}
+
+/* q + rem / 2^shift rounded to an integer, ties to even. */
+MP_HD uint32_t mp_cu_rne(uint32_t q, uint32_t rem, int shift)
+{
+    uint32_t half = 1u << (shift - 1);
+    return q + (rem > half || (rem == half && (q & 1)));
+}
+
+MP_HD uint16_t mp_cu_f32_to_f16(float f)
+{
+    uint32_t b = mp_cu_f32_bits(f), s = (b >> 16) & 0x8000, a = b & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00 | ((a >> 13) & 0x3ff)); /* NaN, quiet */
+    if (a >= 0x47800000u) return (uint16_t)(s | 0x7c00);                      /* >= 2^16: inf */
+    if (a >= 0x38800000u) {                                                   /* normal: rebias, drop 13 bits */
+        uint32_t r = a - 0x38000000u;
+        return (uint16_t)(s | mp_cu_rne(r >> 13, r & 0x1fff, 13));
+    }
+    uint32_t e = a >> 23; /* below 2^-14: a subnormal k * 2^-24, or zero */
+    if (e < 102) return (uint16_t)s;
+    uint32_t m = (a & 0x7fffff) | 0x800000;
+    int shift = 126 - (int)e;
+    return (uint16_t)(s | mp_cu_rne(m >> shift, m & ((1u << shift) - 1), shift));
+}
+
+MP_HD int mp_cu_is_half(int dt) { return dt == MP_CU_BF16 || dt == MP_CU_F16; }
 
 /* Element s of src into element d of dst, both of dtype dt: the bytes moved, whatever the type. */
 MP_HD void mp_cu_move(void *dst, int64_t d, const void *src, int64_t s, int dt)
@@ -74,6 +135,8 @@ MP_HD double mp_cu_ld(const void *p, int dt, int64_t i)
     case MP_CU_I8: return ((const int8_t *)p)[i];
     case MP_CU_U16: return ((const uint16_t *)p)[i];
     case MP_CU_I16: return ((const int16_t *)p)[i];
+    case MP_CU_BF16: return mp_cu_bf16_to_f32(((const uint16_t *)p)[i]);
+    case MP_CU_F16: return mp_cu_f16_to_f32(((const uint16_t *)p)[i]);
     default: return ((const double *)p)[i];
     }
 }
@@ -102,6 +165,8 @@ MP_HD void mp_cu_sti(void *p, int dt, int64_t i, int64_t v)
     case MP_CU_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
     case MP_CU_I16: ((int16_t *)p)[i] = (int16_t)v; break;
     case MP_CU_F32: ((float *)p)[i] = (float)(double)v; break;
+    case MP_CU_BF16: ((uint16_t *)p)[i] = mp_cu_f32_to_bf16((float)(double)v); break;
+    case MP_CU_F16: ((uint16_t *)p)[i] = mp_cu_f32_to_f16((float)(double)v); break;
     default: ((double *)p)[i] = (double)v; break;
     }
 }
@@ -112,6 +177,9 @@ MP_HD void mp_cu_st(void *p, int dt, int64_t i, double v)
     case MP_CU_F32: ((float *)p)[i] = (float)v; break;
     case MP_CU_BOOL: ((unsigned char *)p)[i] = v != 0; break; /* NaN true, as the CPU's Cast */
     case MP_CU_F64: ((double *)p)[i] = v; break;
+    /* the CPU's widen-run-round: its fp32 kernel rounds into fp32, then exec.c round16 to 16 bits */
+    case MP_CU_BF16: ((uint16_t *)p)[i] = mp_cu_f32_to_bf16((float)v); break;
+    case MP_CU_F16: ((uint16_t *)p)[i] = mp_cu_f32_to_f16((float)v); break;
     default: /* the integers as ir/graph.c mp_tensor_set_f64: NaN 0, clamped to int64, wrapped to the width */
         mp_cu_sti(p, dt, i, v != v ? 0 : v >= 9.2e18 ? (int64_t)9.2e18 : v <= -9.2e18 ? (int64_t)-9.2e18 : (int64_t)v);
         break;
@@ -254,6 +322,10 @@ MP_HD double mp_cu_fn(int fn, double u, double v, double w, const double *f)
         return q < f[0] ? f[0] : q > f[1] ? f[1] : q;
     }
     case MP_FN_DEQUANTIZE: return (u - w) * v; /* u x, v its scale, w its zero point: integers, exact in double */
+    /* runtime/cpu_optim.c LossScale, LossScaleUpdate (GradScaler's rule; the log2 scale at least -39) */
+    case MP_FN_LOSS_SCALE: return ldexp(1.0, (int)f[0] + (int)u);
+    case MP_FN_LOSS_SCALE_LOG2: return v == 0 ? fmax(u - 1, -39.0) : w + 1 >= f[0] ? fmin(u + 1, 0.0) : u;
+    case MP_FN_LOSS_SCALE_GOOD: return u == 0 || v + 1 >= f[0] ? 0 : v + 1;
     default: return NAN;
     }
 }
@@ -281,6 +353,13 @@ MP_HD void k_map(const mp_cu_args *a, int64_t i)
     double v[3] = {0, 0, 0};
     for (int k = 0; k < nin; k++) v[k] = mp_cu_ld(a->x[k], a->dt[k], off[k]);
     mp_cu_st(a->x[nin], a->dt[nin], i, mp_cu_fn((int)a->p[0], v[0], v[1], v[2], a->f));
+}
+
+/* x0 any float tensor (its bytes in any order), x1 the flag FILLed with 1 before: every thread that meets
+ * inf or NaN stores the same 0. */
+MP_HD void k_all_finite(const mp_cu_args *a, int64_t i)
+{
+    if (!isfinite(mp_cu_ld(a->x[0], a->dt[0], i))) mp_cu_st(a->x[1], a->dt[1], 0, 0);
 }
 
 /* ---- MP_CU_MAP_INT: MP_CU_MAP's layout, the operands as 64-bit integers (runtime/cpu_elementwise.c's
@@ -401,19 +480,17 @@ MP_HD void k_gemm_elem(const mp_cu_args *a, int64_t i)
     const int64_t *p = a->p;
     int64_t M = p[GM_M], N = p[GM_N], K = p[GM_K], m = (i / N) % M, nn = i % N;
     int64_t b0 = p[GM_SC] ? i / (M * N) : 0, b1 = p[GM_SC] ? b0 + 1 : p[GM_BATCH];
-    const float *A = (const float *)a->x[0], *B = (const float *)a->x[1];
-    float *C = (float *)a->x[2];
-    double s = 0;
+    double s = 0; /* float32, or 16-bit operands widened (the CPU's widen-run-round) */
     for (int64_t b = b0; b < b1; b++) {
-        const float *Ab = A + b * p[GM_SA], *Bb = B + b * p[GM_SB];
+        int64_t ab = b * p[GM_SA], bb = b * p[GM_SB];
         for (int64_t k = 0; k < K; k++) {
-            double x = p[GM_TA] ? Ab[k * p[GM_LDA] + m] : Ab[m * p[GM_LDA] + k];
-            double y = p[GM_TB] ? Bb[nn * p[GM_LDB] + k] : Bb[k * p[GM_LDB] + nn];
+            double x = mp_cu_ld(a->x[0], a->dt[0], ab + (p[GM_TA] ? k * p[GM_LDA] + m : m * p[GM_LDA] + k));
+            double y = mp_cu_ld(a->x[1], a->dt[1], bb + (p[GM_TB] ? nn * p[GM_LDB] + k : k * p[GM_LDB] + nn));
             s += x * y;
         }
     }
     int64_t at = b0 * p[GM_SC] + m * N + nn;
-    C[at] = (float)(a->f[0] * s + (p[GM_BETA_ONE] ? C[at] : 0));
+    mp_cu_st(a->x[2], a->dt[2], at, a->f[0] * s + (p[GM_BETA_ONE] ? mp_cu_ld(a->x[2], a->dt[2], at) : 0));
 }
 
 /* ---- softmax family: a row per thread, or per block of threads -------------------------- */
@@ -440,14 +517,13 @@ MP_HD int64_t mp_cu_sm_base(const mp_cu_args *a, int64_t r) { return (r / a->p[2
 MP_HD double mp_cu_softmax_part(const mp_cu_args *a, int64_t r, int what, double m, int64_t t, int64_t step)
 {
     int64_t d = a->p[1], inner = a->p[2], base = mp_cu_sm_base(a, r);
-    const float *x = (const float *)a->x[0], *y = (const float *)a->x[1];
     double acc = what == SM_MAX ? -INFINITY : 0;
     for (int64_t j = t; j < d; j += step) {
-        double v = x[base + j * inner];
+        double v = mp_cu_ld(a->x[0], a->dt[0], base + j * inner);
         if (what == SM_MAX) acc = v > acc ? v : acc;
         else if (what == SM_SUM_EXP) acc += exp(v - m);
         else if (what == SM_SUM) acc += v; /* the CPU's v * 1 */
-        else acc += v * y[base + j * inner];
+        else acc += v * mp_cu_ld(a->x[1], a->dt[1], base + j * inner);
     }
     return acc;
 }
@@ -456,12 +532,12 @@ MP_HD double mp_cu_softmax_part(const mp_cu_args *a, int64_t r, int what, double
 MP_HD void mp_cu_softmax_write(const mp_cu_args *a, int64_t r, double m, double s, int64_t t, int64_t step)
 {
     int64_t d = a->p[1], inner = a->p[2], base = mp_cu_sm_base(a, r);
-    const float *x = (const float *)a->x[0];
     for (int64_t j = t; j < d; j += step) {
         int64_t i = base + j * inner;
-        if (a->p[3] == SM_GRAD) ((float *)a->x[2])[i] = (float)(((const float *)a->x[1])[i] * (x[i] - s));
-        else if (a->p[3] == SM_LOG_GRAD) ((float *)a->x[2])[i] = (float)(x[i] - exp((double)((const float *)a->x[1])[i]) * s);
-        else ((float *)a->x[1])[i] = (float)(a->p[3] == 1 ? x[i] - m - log(s) : exp(x[i] - m) / s);
+        double x = mp_cu_ld(a->x[0], a->dt[0], i);
+        if (a->p[3] == SM_GRAD) mp_cu_st(a->x[2], a->dt[2], i, mp_cu_ld(a->x[1], a->dt[1], i) * (x - s));
+        else if (a->p[3] == SM_LOG_GRAD) mp_cu_st(a->x[2], a->dt[2], i, x - exp(mp_cu_ld(a->x[1], a->dt[1], i)) * s);
+        else mp_cu_st(a->x[1], a->dt[1], i, a->p[3] == 1 ? x - m - log(s) : exp(x - m) / s);
     }
 }
 
@@ -483,6 +559,22 @@ MP_HD void k_softmax(const mp_cu_args *a, int64_t r)
  * weigh each item by w[label] (runtime/cpu_norm.c run_nll, cpu_grad.c xent_grad). */
 enum { SCE_N = 0, SCE_C, SCE_D, SCE_MEAN, SCE_HAS_IGNORE, SCE_IGNORE, SCE_PHASE, SCE_NONE, SCE_NLL };
 
+/* SoftmaxCrossEntropyLoss whose log_prob is 16-bit (x4 the scores): the CPU's fp32 kernel sums the loss
+ * over its fp32 log_prob, which it rounds to 16 bits only afterwards, so entry (n, c, d) is recomputed
+ * here as that kernel and the single-thread MP_CU_SOFTMAX compute it, rounded to fp32. */
+MP_HD double mp_cu_sce_log_prob(const mp_cu_args *a, int64_t n, int64_t c, int64_t d)
+{
+    int64_t C = a->p[SCE_C], D = a->p[SCE_D];
+    if (!a->x[4]) return mp_cu_ld(a->x[0], a->dt[0], (n * C + c) * D + d);
+    double m = -INFINITY, s = 0;
+    for (int64_t k = 0; k < C; k++) {
+        double v = mp_cu_ld(a->x[4], a->dt[4], (n * C + k) * D + d);
+        m = v > m ? v : m;
+    }
+    for (int64_t k = 0; k < C; k++) s += exp(mp_cu_ld(a->x[4], a->dt[4], (n * C + k) * D + d) - m);
+    return (double)(float)(mp_cu_ld(a->x[4], a->dt[4], (n * C + c) * D + d) - m - log(s));
+}
+
 MP_HD int mp_cu_sce_skip(const int64_t *p, int64_t l) { return p[SCE_HAS_IGNORE] && l == p[SCE_IGNORE]; }
 
 /* x0 log_prob, x1 labels (, x3 weights) -> x2 loss: one thread sums over the items in the CPU's order
@@ -497,7 +589,7 @@ MP_HD void k_sce_loss(const mp_cu_args *a, int64_t i)
         int64_t l = mp_cu_ldi(a->x[1], a->dt[1], it), n = it / D, d = it % D;
         if (mp_cu_sce_skip(p, l) || l < 0 || l >= C) continue;
         double wt = a->x[3] ? mp_cu_ld(a->x[3], a->dt[3], l) : 1;
-        total += -mp_cu_ld(a->x[0], a->dt[0], (n * C + l) * D + d) * wt;
+        total += -mp_cu_sce_log_prob(a, n, l, d) * wt;
         wsum += wt;
     }
     if (p[SCE_NONE]) mp_cu_st(a->x[2], a->dt[2], i, total);
@@ -995,23 +1087,34 @@ enum { MP_CU_OPT_STEP_INC = 3 };
 /* p[0] rule. Adam: param x0, grad x1, m x2, v x3, step x4; f: lr, beta1, beta2, eps, weight decay,
  * inverse loss scale. SGD: param x0, grad x1; f0 lr, f5 inverse loss scale. Momentum: param x0, grad x1, buffer x2; f0 lr,
  * f1 momentum, f5 inverse loss scale. STEP_INC: step x4 += 1 (after the Adam launch). */
+/* fp16's dynamic loss scale (passes/loss_scale.c), when the update has one: the finite flag x5 (0: the
+ * step changes nothing) and the log2 scale x6, the gradient divided by f[6] 2^log2 (runtime/cpu_optim.c
+ * inv_loss_scale); else the inverse scale inv, fixed. */
+MP_HD int mp_cu_opt_skip(const mp_cu_args *a) { return a->x[5] && mp_cu_ld(a->x[5], a->dt[5], 0) == 0; }
+MP_HD double mp_cu_opt_inv(const mp_cu_args *a, double inv)
+{
+    return a->x[6] ? 1.0 / ldexp(a->f[6], (int)mp_cu_ld(a->x[6], a->dt[6], 0)) : inv;
+}
+
 MP_HD void k_optim(const mp_cu_args *a, int64_t i)
 {
     float *p = (float *)a->x[0], *m = (float *)a->x[2], *v = (float *)a->x[3];
-    const float *g = (const float *)a->x[1];
     const double *f = a->f;
+    if (mp_cu_opt_skip(a)) return;
+    int inc = a->p[0] == MP_CU_OPT_STEP_INC;
+    double g = inc ? 0 : mp_cu_ld(a->x[1], a->dt[1], i), inv = inc ? 0 : mp_cu_opt_inv(a, f[5]);
     switch (a->p[0]) {
     case MP_CU_OPT_ADAM: {
         double t = (double)*(const float *)a->x[4] + 1, c1 = 1 - pow(f[1], t), c2 = 1 - pow(f[2], t);
-        double gr = g[i] * f[5], mm = f[1] * m[i] + (1 - f[1]) * gr, vv = f[2] * v[i] + (1 - f[2]) * gr * gr;
+        double gr = g * inv, mm = f[1] * m[i] + (1 - f[1]) * gr, vv = f[2] * v[i] + (1 - f[2]) * gr * gr;
         double pp = p[i] * (1 - f[0] * f[4]);
         m[i] = (float)mm, v[i] = (float)vv;
         p[i] = (float)(pp - f[0] * (mm / c1) / (sqrt(vv / c2) + f[3]));
         break;
     }
-    case MP_CU_OPT_SGD: p[i] = (float)(p[i] - f[0] * (g[i] * f[5])); break;
+    case MP_CU_OPT_SGD: p[i] = (float)(p[i] - f[0] * (g * inv)); break;
     case MP_CU_OPT_MOMENTUM: {
-        double mm = f[1] * m[i] + g[i] * f[5];
+        double mm = f[1] * m[i] + g * inv;
         m[i] = (float)mm;
         p[i] = (float)(p[i] - f[0] * mm);
         break;
@@ -1028,7 +1131,7 @@ MP_HD void k_optim(const mp_cu_args *a, int64_t i)
 enum { AF_PHASE = 0, AF_B, AF_R, AF_C, AF_FACTORED, AF_NUMEL };
 enum { AF_ROWS = 0, AF_COLS, AF_RMEAN, AF_SQ, AF_APPLY };
 
-MP_HD double mp_cu_af_g(const mp_cu_args *a, int64_t i) { return ((const float *)a->x[1])[i] * a->f[2]; }
+MP_HD double mp_cu_af_g(const mp_cu_args *a, int64_t i) { return mp_cu_ld(a->x[1], a->dt[1], i) * mp_cu_opt_inv(a, a->f[2]); }
 MP_HD double mp_cu_af_g2(const mp_cu_args *a, int64_t i) { return mp_cu_af_g(a, i) * mp_cu_af_g(a, i) + 1e-30; }
 
 /* Element i's update u = g / sqrt(v^) (before the moments of an unfactored parameter are written). */
@@ -1059,6 +1162,7 @@ MP_HD void k_adafactor(const mp_cu_args *a, int64_t t)
     int64_t R = p[AF_R], C = p[AF_C], B = p[AF_B];
     double b2 = a->f[1], *ws = (double *)a->x[7];
     float *rm = (float *)a->x[2], *cm = (float *)a->x[3];
+    if (mp_cu_opt_skip(a)) return;
     switch (p[AF_PHASE]) {
     case AF_ROWS: { /* t = b R + i */
         double row = 0;
@@ -1589,7 +1693,12 @@ MP_HD void k_gather_elements(const mp_cu_args *a, int64_t i)
 }
 
 /* v rounded to dtype dt, as a store and a load would round it. */
-MP_HD double mp_cu_round_to(int dt, double v) { return dt == MP_CU_F32 ? (double)(float)v : v; }
+MP_HD double mp_cu_round_to(int dt, double v)
+{
+    if (dt == MP_CU_BF16) return mp_cu_bf16_to_f32(mp_cu_f32_to_bf16((float)v));
+    if (dt == MP_CU_F16) return mp_cu_f16_to_f32(mp_cu_f32_to_f16((float)v));
+    return dt == MP_CU_F32 ? (double)(float)v : v;
+}
 
 /* One update u into acc by the scatter's reduction (SE_*), rounded to the output's dtype dt as the CPU's
  * store rounds each step. */

@@ -43,7 +43,7 @@ static void mp_cu_fill_seeded(const mp_cu_tensor *t, void *host, uint64_t seed)
     for (int64_t i = 0; i < t->numel; i++) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         double u = (double)(r >> 11) / 9007199254740992.0;
-        if (t->dtype == MP_CU_F32 || t->dtype == MP_CU_F64) mp_cu_st(host, t->dtype, i, t->bound * (2 * u - 1));
+        if (t->dtype == MP_CU_F32 || t->dtype == MP_CU_F64 || mp_cu_is_half(t->dtype)) mp_cu_st(host, t->dtype, i, t->bound * (2 * u - 1));
         else mp_cu_st(host, t->dtype, i, (double)(int64_t)(u * t->bound));
     }
 }
@@ -116,8 +116,10 @@ static int mp_cu_run_main(int argc, char **argv, const mp_cu_plan *p, const mp_c
         }
         be->sync();
         double dt = mp_cu_now() - t0;
-        float loss = 0;
-        be->download(&loss, arena + p->t[p->loss].offset, sizeof loss);
+        double raw = 0; /* room for any element: an fp32 or a 16-bit loss (widened) */
+        int ldt = p->t[p->loss].dtype;
+        be->download(&raw, arena + p->t[p->loss].offset, mp_cu_esize(ldt));
+        float loss = (float)mp_cu_ld(&raw, ldt, 0);
         if (json) printf("%s{\"loss\": %.9g, \"seconds\": %.6f}", s ? ", " : "", loss, dt);
         else printf("step %ld: loss %.6f  %.4f s\n", s + 1, loss, dt);
     }
