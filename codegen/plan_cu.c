@@ -96,6 +96,9 @@ static int64_t norm_axis(int64_t a, int r) { return a < 0 ? a + r : a; }
 
 static bool is_f32(const cg *c, int32_t id) { return id < 0 || V(c, id)->dtype == MP_FLOAT; }
 
+/* float32, or a 16-bit float (bf16 / fp16: loaded widened, stored rounded; ops16 below gates which ops). */
+static bool is_f32_or_half(const cg *c, int32_t id) { return is_f32(c, id) || mp_dtype_is_half(V(c, id)->dtype); }
+
 /* The integers of a folded (constant) value; count, or -1 when it has none. */
 static int konst_ints(const cg *c, int32_t id, int64_t *out, int max)
 {
@@ -105,16 +108,17 @@ static int konst_ints(const cg *c, int32_t id, int64_t *out, int max)
     return (int)k->numel;
 }
 
-/* Fails unless every operand of n is float32 and none is a transposed view. */
+/* Fails unless every float operand of n is float32 (or 16-bit, for the ops that ops16 lets through) and
+ * none is a transposed view. */
 static const char *plain_f32(cg *c, const mp_node *n)
 {
     for (int k = 0; k < n->nin + n->nout; k++) {
         int32_t id = k < n->nin ? n->in[k] : n->out[k - n->nin];
-        if (id < 0 || V(c, id)->dtype != MP_FLOAT) continue;
+        if (id < 0 || !is_f32_or_half(c, id)) continue;
         if (tview(c, id)) return "a transposed view operand";
     }
     for (int k = 0; k < n->nin; k++)
-        if (n->in[k] >= 0 && !is_f32(c, n->in[k]) && mp_dtype_is_float(V(c, n->in[k])->dtype)) return "a float type other than float32";
+        if (n->in[k] >= 0 && !is_f32_or_half(c, n->in[k]) && mp_dtype_is_float(V(c, n->in[k])->dtype)) return "a float type other than float32";
     return NULL;
 }
 
@@ -987,7 +991,8 @@ static const char *gemm(cg *c, int32_t a, bool ta, int32_t b, bool tb, int32_t y
 {
     int ra = V(c, a)->rank, rb = V(c, b)->rank, ry = V(c, y)->rank;
     if (ra < 2 || rb < 2 || ry < 2) return "a 1-D operand";
-    if (!is_f32(c, a) || !is_f32(c, b) || !is_f32(c, y)) return "operands other than float32";
+    mp_dtype dt = V(c, y)->dtype;
+    if (!is_f32_or_half(c, y) || V(c, a)->dtype != dt || V(c, b)->dtype != dt) return "operands other than one of float32, bfloat16, float16";
     int64_t M = dim(c, a, ra - (ta ? 1 : 2)), K = dim(c, a, ra - (ta ? 2 : 1));
     int64_t Kb = dim(c, b, rb - (tb ? 1 : 2)), N = dim(c, b, rb - (tb ? 2 : 1));
     if (K != Kb || dim(c, y, ry - 2) != M || dim(c, y, ry - 1) != N) return "matrix dims that do not agree";
@@ -1009,6 +1014,8 @@ static const char *gemm(cg *c, int32_t a, bool ta, int32_t b, bool tb, int32_t y
         stride[k] = nb == 1 && batch > 1 ? 0 : dim(c, ops[k], r) * dim(c, ops[k], r + 1);
     }
     if (batch > 1 && !stride[2] && !sum_batch) return "an output without the batch dims";
+    /* cuBLAS would round each batch's sum into a 16-bit C; the CPU rounds the whole sum once */
+    if (batch > 1 && !stride[2] && dt != MP_FLOAT) return "a 16-bit output summed over batches";
     if (!M || !N) return NULL;
     bool sa = ta != tview(c, a), sb = tb != tview(c, b); /* transposed as stored */
     EMIT(I, MP_CU_GEMM, (stride[2] ? batch : 1) * M * N);
@@ -1029,6 +1036,9 @@ static const char *lower_gemm(cg *c, const mp_node *n)
     double beta = mp_attr_float(n, "beta", 1.0f);
     bool with_bias = bias >= 0 && beta != 0;
     if (with_bias) { /* y = beta C broadcast, then the GEMM adds into it */
+        /* a 16-bit y holds beta C exactly only as a copy of a C of its type (the CPU adds it unrounded) */
+        if (mp_dtype_is_half(V(c, y)->dtype) && (beta != 1 || V(c, bias)->dtype != V(c, y)->dtype))
+            return "a 16-bit Gemm with beta other than 1 or C of another dtype";
         const char *e = map(c, MP_FN_SCALE, 1, &bias, y, beta, 1);
         if (e) return e;
     }
@@ -1253,6 +1263,7 @@ static const char *lower_sce(cg *c, const mp_node *n)
         EMIT(I, MP_CU_SCE_LOSS, p[SCE_NONE] ? numel(c, vout(n, 0)) : 1);
         memcpy(I->p, p, sizeof p);
         I->t[0] = T(c, lp), I->t[1] = T(c, labels), I->t[2] = T(c, vout(n, 0)), I->t[3] = T(c, w);
+        if (!nll && mp_dtype_is_half(V(c, lp)->dtype)) I->t[4] = T(c, scores); /* the fp32 log_prob, recomputed */
         return NULL;
     }
     need_ws(c, sizeof(double));
@@ -1989,17 +2000,19 @@ static const char *lower_optim(cg *c, const mp_node *n)
 {
     size_t k = 0;
     while (strcmp(optim_ops[k].op, n->op_type)) k++;
-    int ns = optim_ops[k].nstate;
-    if (n->nin != 2 + ns || n->nout != 1 + ns) return "operands other than (param, grad, state) -> (param', state')";
+    int ns = optim_ops[k].nstate, dyn = mp_attr_int(n, "dynamic_loss_scale", 0) ? 2 : 0;
+    if (n->nin != 2 + ns + dyn || n->nout != 1 + ns) return "operands other than (param, grad, state) -> (param', state')";
     const char *e = plain_f32(c, n);
-    for (int i = 0; i < n->nin; i++)
-        if (!e && !is_f32(c, n->in[i])) e = "operands other than float32";
+    for (int i = 0; i < n->nin; i++) /* the gradient of a 16-bit working copy may be 16-bit; the master and state fp32 */
+        if (!e && !(i == 1 ? is_f32_or_half(c, n->in[i]) : is_f32(c, n->in[i]))) e = "operands other than float32 (a 16-bit gradient aside)";
+    if (!e && dyn && (numel(c, n->in[n->nin - 2]) != 1 || numel(c, n->in[n->nin - 1]) != 1)) e = "a finite flag or log2 scale that is not a scalar";
     for (int i = 0; !e && i <= ns; i++) e = copy_value(c, n->in[i ? i + 1 : 0], n->out[i]);
     if (e || !numel(c, n->in[0])) return e;
     EMIT(I, MP_CU_OPTIM, numel(c, n->in[0]));
     I->p[0] = optim_ops[k].rule;
     I->t[0] = T(c, n->out[0]), I->t[1] = T(c, n->in[1]);
     for (int i = 1; i <= ns; i++) I->t[i + 1] = T(c, n->out[i]);
+    if (dyn) I->t[5] = T(c, n->in[n->nin - 2]), I->t[6] = T(c, n->in[n->nin - 1]), I->f[6] = mp_attr_float(n, "loss_scale", 1.0f);
     double inv_scale = 1.0 / mp_attr_float(n, "loss_scale", 1.0f);
     if (optim_ops[k].rule == MP_CU_OPT_SGD) I->f[0] = mp_attr_float(n, "lr", 0.01f), I->f[5] = inv_scale;
     if (optim_ops[k].rule == MP_CU_OPT_MOMENTUM)
@@ -2011,19 +2024,22 @@ static const char *lower_optim(cg *c, const mp_node *n)
     if (numel(c, n->in[4]) != 1) return "a step counter that is not a scalar";
     I->t[4] = T(c, n->in[4]);
     if ((e = copy_value(c, n->in[4], n->out[3]))) return e;
-    EMIT(J, MP_CU_OPTIM, 1); /* t += 1, after every element read the old t */
-    J->p[0] = MP_CU_OPT_STEP_INC, J->t[4] = T(c, n->out[3]);
+    EMIT(J, MP_CU_OPTIM, 1); /* t += 1, after every element read the old t (not on a skipped step) */
+    J->p[0] = MP_CU_OPT_STEP_INC, J->t[4] = T(c, n->out[3]), J->t[5] = I->t[5];
     return NULL;
 }
 
 /* Adafactor in phases (runtime/cuda/mp_cu_kernels.h k_adafactor), in place on the outputs. */
 static const char *lower_adafactor(cg *c, const mp_node *n)
 {
-    bool factored = n->nin == 4;
-    if ((n->nin != 3 && n->nin != 4) || n->nout != n->nin - 1) return "operands other than (param, grad, moments) -> (param', moments')";
+    int dyn = mp_attr_int(n, "dynamic_loss_scale", 0) ? 2 : 0, nin = n->nin - dyn;
+    bool factored = nin == 4;
+    if ((nin != 3 && nin != 4) || n->nout != nin - 1) return "operands other than (param, grad, moments) -> (param', moments')";
     const char *e = plain_f32(c, n);
-    for (int i = 0; i < n->nin; i++)
-        if (!e && (n->in[i] < 0 || !is_f32(c, n->in[i]))) e = "operands other than float32";
+    for (int i = 0; i < nin; i++) /* the gradient of a 16-bit working copy may be 16-bit */
+        if (!e && (n->in[i] < 0 || !(i == 1 ? is_f32_or_half(c, n->in[i]) : is_f32(c, n->in[i])))) e = "operands other than float32 (a 16-bit gradient aside)";
+    for (int i = nin; i < n->nin; i++)
+        if (!e && (n->in[i] < 0 || numel(c, n->in[i]) != 1)) e = "a finite flag or log2 scale that is not a scalar";
     for (int i = 0; !e && i < n->nout; i++) e = copy_value(c, n->in[i ? i + 1 : 0], n->out[i]);
     int32_t prm = n->in[0];
     int r = V(c, prm)->rank;
@@ -2048,8 +2064,48 @@ static const char *lower_adafactor(cg *c, const mp_node *n)
         I->f[2] = 1.0 / mp_attr_float(n, "loss_scale", 1.0f);
         I->t[0] = T(c, n->out[0]), I->t[1] = T(c, n->in[1]), I->t[2] = T(c, n->out[1]);
         I->t[3] = factored ? T(c, n->out[2]) : -1, I->t[7] = MP_CU_WS;
+        if (dyn) I->t[5] = T(c, n->in[nin]), I->t[6] = T(c, n->in[nin + 1]), I->f[6] = mp_attr_float(n, "loss_scale", 1.0f);
     }
     return NULL;
+}
+
+/* fp16's dynamic loss scale (passes/loss_scale.c, runtime/cpu_optim.c): LossScale(log2) = 2^(max_log2 +
+ * log2), a MAP; AllFinite(grads...): FILL 1, then MP_CU_ALL_FINITE per gradient clears it at any inf or
+ * NaN; LossScaleUpdate(log2, finite, good) in place: log2' first (it reads the old good steps), then good'. */
+static const char *lower_loss_scale(cg *c, const mp_node *n)
+{
+    int32_t y = vout(n, 0);
+    if (n->nin != 1 || y < 0 || numel(c, n->in[0]) != 1 || numel(c, y) != 1) return "operands other than scalars";
+    return map(c, MP_FN_LOSS_SCALE, 1, n->in, y, (double)mp_attr_int(n, "max_log2", 15), 1);
+}
+
+static const char *lower_all_finite(cg *c, const mp_node *n)
+{
+    int32_t y = vout(n, 0);
+    if (y < 0 || numel(c, y) != 1) return "a flag that is not a scalar";
+    for (int k = 0; k < n->nin; k++)
+        if (n->in[k] < 0 || !mp_dtype_is_float(V(c, n->in[k])->dtype)) return "an input that is not a float tensor";
+    const char *e = fill(c, y, 1);
+    for (int k = 0; !e && k < n->nin; k++) {
+        if (!numel(c, n->in[k])) continue;
+        EMIT(I, MP_CU_ALL_FINITE, numel(c, n->in[k])); /* elements in any order: a transposed view too */
+        I->t[0] = T(c, n->in[k]), I->t[1] = T(c, y);
+    }
+    return e;
+}
+
+static const char *lower_loss_scale_update(cg *c, const mp_node *n)
+{
+    if (n->nin != 3 || n->nout != 2) return "operands other than (log2, finite, good steps) -> (log2', good steps')";
+    for (int k = 0; k < 5; k++) {
+        int32_t v = k < 3 ? n->in[k] : n->out[k - 3];
+        if (v < 0 || numel(c, v) != 1) return "operands that are not scalars";
+    }
+    if (c->off[n->out[0]] != c->off[n->in[0]] || c->off[n->out[1]] != c->off[n->in[2]]) return "outputs not in place";
+    double interval = (double)mp_attr_int(n, "growth_interval", 2000);
+    const char *e = map(c, MP_FN_LOSS_SCALE_LOG2, 3, n->in, n->out[0], interval, 1);
+    int32_t good[2] = {n->in[1], n->in[2]};
+    return e ? e : map(c, MP_FN_LOSS_SCALE_GOOD, 2, good, n->out[1], interval, 1);
 }
 
 /* ---- GatherND, ScatterND, RotaryEmbedding, Attention ----------------------------------------------- */
@@ -2282,7 +2338,8 @@ static const struct {
     {"AffineGridGrad", lower_affine_grid}, {"EyeLike", lower_eye_like}, {"Range", lower_range},
     {"BitwiseAnd", lower_bitwise}, {"BitwiseOr", lower_bitwise}, {"BitwiseXor", lower_bitwise},
     {"BitwiseNot", lower_bitwise}, {"BitShift", lower_bitwise}, {"QuantizeLinear", lower_quant},
-    {"DequantizeLinear", lower_quant}, {"Upsample", lower_upsample},
+    {"DequantizeLinear", lower_quant}, {"Upsample", lower_upsample}, {"LossScale", lower_loss_scale},
+    {"AllFinite", lower_all_finite}, {"LossScaleUpdate", lower_loss_scale_update},
 };
 
 static lower_fn find_lowering(const char *op)
@@ -2323,7 +2380,8 @@ static const struct {
     mp_dtype dt;
     int cu;
 } dtypes[] = {{MP_FLOAT, MP_CU_F32}, {MP_INT64, MP_CU_I64}, {MP_BOOL, MP_CU_BOOL}, {MP_INT32, MP_CU_I32}, {MP_DOUBLE, MP_CU_F64},
-               {MP_UINT8, MP_CU_U8},  {MP_INT8, MP_CU_I8},   {MP_UINT16, MP_CU_U16}, {MP_INT16, MP_CU_I16}};
+               {MP_UINT8, MP_CU_U8},  {MP_INT8, MP_CU_I8},   {MP_UINT16, MP_CU_U16}, {MP_INT16, MP_CU_I16},
+               {MP_BFLOAT16, MP_CU_BF16}, {MP_FLOAT16, MP_CU_F16}};
 
 static int cu_dtype(mp_dtype t)
 {
@@ -2363,14 +2421,43 @@ static void cuda_dir(char *buf, size_t n)
     snprintf(buf, n, "%s/runtime/cuda", abs);
 }
 
-static void put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t *offsets, const mp_plan_info *info,
-                       int32_t nt, int32_t loss)
+/* The data a 16-bit working copy's fp32 master `<name>.master` starts from: the working copy's, when the
+ * step holds it (runtime/plan_run.c master_source), so that the copy the forward reads is the master
+ * rounded; NULL when both are seeded alike. */
+static const mp_tensor *master_source(const mp_graph *g, int32_t v)
+{
+    const char *name = g->values[v].name;
+    size_t n = strlen(name);
+    if (g->values[v].producer >= 0 || n <= 7 || strcmp(name + n - 7, ".master") || g->values[v].dtype != MP_FLOAT) return NULL;
+    char base[512];
+    snprintf(base, sizeof base, "%.*s", (int)(n - 7), name);
+    int32_t w = mp_graph_find(g, base);
+    const mp_tensor *k = w >= 0 ? g->values[w].konst : NULL;
+    return k && k->data && k->numel == g->values[v].bytes / 4 ? k : NULL;
+}
+
+/* The master's bytes: its working copy's values widened to fp32. */
+static int put_master(FILE *f, int32_t v, const mp_tensor *src)
+{
+    float *d = malloc((size_t)(src->numel ? src->numel : 1) * sizeof *d);
+    if (!d) return -1;
+    for (int64_t i = 0; i < src->numel; i++) d[i] = (float)mp_tensor_get_f64(src, i);
+    mp_tensor t = {MP_FLOAT, src->rank, src->dims, src->numel, d};
+    put_bytes(f, "data_", v, &t);
+    free(d);
+    return 0;
+}
+
+static int put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t *offsets, const mp_plan_info *info,
+                      int32_t nt, int32_t loss)
 {
     const mp_graph *g = c->g;
     fprintf(f, "/* plan.cu - written by memplan (codegen/plan_cu.c); build with make. */\n#include \"memplan_cuda.h\"\n\n");
-    for (int32_t v = 0; v < g->nvalues; v++)
-        if (c->tix[v] >= 0 && g->values[v].producer < 0 && g->values[v].konst && g->values[v].konst->data)
-            put_bytes(f, "data_", v, g->values[v].konst);
+    for (int32_t v = 0; v < g->nvalues; v++) {
+        if (c->tix[v] < 0) continue;
+        if (g->values[v].producer < 0 && g->values[v].konst && g->values[v].konst->data) put_bytes(f, "data_", v, g->values[v].konst);
+        else if (master_source(g, v) && put_master(f, v, master_source(g, v))) return -1;
+    }
     for (int32_t i = 0; i < c->n; i++)
         if (c->kon[i]) put_bytes(f, "konst_", i, c->kon[i]);
     fprintf(f, "\nstatic const mp_cu_tensor tensors[] = {\n");
@@ -2379,7 +2466,7 @@ static void put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t
         const mp_value *val = &g->values[v];
         size_t nlen = strlen(val->name);
         bool master = nlen > 7 && !strcmp(val->name + nlen - 7, ".master");
-        int init = val->producer >= 0 ? 0 : val->konst && val->konst->data ? 3
+        int init = val->producer >= 0 ? 0 : (val->konst && val->konst->data) || master_source(g, v) ? 3
                    : val->role == MP_ROLE_OPT_STATE && !master ? 2 : 1;
         fprintf(f, "    {");
         put_cstr(f, val->name);
@@ -2418,6 +2505,36 @@ static void put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t
     fprintf(f, "};\n\nstatic const mp_cu_plan plan = {%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %d, %d, %d, tensors, instrs, nodes};\n\n",
             info->arena_bytes, info->lower_bound, c->ws, conv ? CONV_WORKSPACE_BYTES : 0, nt, c->n, loss);
     fprintf(f, "int main(int argc, char **argv) { return mp_cu_main(argc, argv, &plan); }\n");
+    return 0;
+}
+
+/* Ops lowered for float16 / bfloat16 operands (--precision bf16|fp16): each reads a 16-bit tensor widened
+ * (exact), computes as for fp32 and rounds every stored element to fp32, then to 16 bits, as the CPU
+ * executor's widen-run-round dispatch (runtime/exec.c widen16, round16). A node of any other op with a
+ * 16-bit operand is refused by name: its kernel reads raw floats, or stores a 16-bit intermediate the CPU
+ * keeps in fp32. */
+static const char *const ops16[] = {
+    /* copies by element size; Cast rounds once, as runtime/cpu_elementwise.c cast_into */
+    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast",
+    /* one MAP each, computed in double from widened operands */
+    "Relu", "ReluGrad", "Add", "Sub", "Mul", "Div", "Neg",
+    /* one REDUCE; the GEMM (a 16-bit bias only as a copy, beta 1); the loss (its fp32 log_prob recomputed) */
+    "SumToShape", "Gemm", "MatMul", "MatMulGradA", "MatMulGradB", "SoftmaxCrossEntropyLoss", "SoftmaxCrossEntropyGrad",
+    /* the updates read a 16-bit gradient widened; master and state are fp32; fp16's loss scale */
+    "SGDUpdate", "MomentumUpdate", "AdamUpdate", "AdafactorUpdate", "LossScale", "AllFinite", "LossScaleUpdate",
+    NULL,
+};
+
+static bool half_ok(const cg *c, const mp_node *n)
+{
+    bool any = false;
+    for (int k = 0; k < n->nin + n->nout; k++) {
+        int32_t v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+        any |= v >= 0 && mp_dtype_is_half(V(c, v)->dtype);
+    }
+    for (size_t k = 0; any && ops16[k]; k++)
+        if (!strcmp(ops16[k], n->op_type)) return true;
+    return !any;
 }
 
 /* Which values change from step to step: data, parameters, buffers and optimizer state, and what is computed
@@ -2462,7 +2579,8 @@ static int lower_nodes(cg *c, const mp_schedule *s, const bool *varies, mp_err *
         if (!any_out) continue; /* nothing it writes is kept */
         if (reserve(c, EMITS_PER_NODE)) return mp_fail(err, "out of memory");
         lower_fn fn = folded(c, n, varies) ? lower_constant : find_lowering(n->op_type);
-        const char *why = fn ? (in_ok || fn == lower_constant ? fn(c, n) : "an input outside the arena") : NULL;
+        const char *why = !fn ? NULL : !in_ok && fn != lower_constant ? "an input outside the arena"
+                        : fn != lower_constant && !half_ok(c, n) ? "float16 / bfloat16 operands" : fn(c, n);
         if (fn && !why) continue;
         if (!first) {
             if (why) mp_fail(err, "plan.cu: op %s (node '%s'): the CUDA kernel does not support %s", n->op_type, n->name, why);
@@ -2536,8 +2654,8 @@ int mp_plan_write_cuda(const char *dir, const mp_graph *g, const mp_schedule *s,
     /* every instruction must lower before anything is written */
     if (lower_all(&c, s, err)) goto done;
     if (g->noutputs > 0 && g->outputs[0] >= 0) loss = tix[g->outputs[0]];
-    if (loss < 0 || g->values[g->outputs[0]].dtype != MP_FLOAT) {
-        mp_fail(err, "plan.cu: the step has no float32 loss in the arena");
+    if (loss < 0 || !is_f32_or_half(&c, g->outputs[0])) {
+        mp_fail(err, "plan.cu: the step has no float32 (or 16-bit) loss in the arena");
         goto done;
     }
     snprintf(path, sizeof path, "%s/plan.cu", dir);
@@ -2546,8 +2664,8 @@ int mp_plan_write_cuda(const char *dir, const mp_graph *g, const mp_schedule *s,
         mp_fail(err, "%s: %s", tmp, strerror(errno));
         goto done;
     }
-    put_tables(f, &c, s, offsets, info, nt, loss);
-    bool bad = ferror(f) != 0;
+    bool bad = put_tables(f, &c, s, offsets, info, nt, loss) != 0;
+    bad |= ferror(f) != 0;
     if (fclose(f) || bad || rename(tmp, path)) {
         f = NULL;
         remove(tmp);
