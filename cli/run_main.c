@@ -1,5 +1,5 @@
 /* run_main.c - memplan-run OUT/ [--backend cpu|cuda] [--steps N] [--json] [--data FILE] [--seed S]
- *                           [--random-weights]
+ *                           [--random-weights] [--dump FILE]
  *
  * Runs N training steps of a plan (runtime/plan_run.h) in one arena of
  * exactly the planned size. Exit 0 on success, 2 when the plan is rejected
@@ -16,9 +16,11 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: memplan-run OUT/ [--backend cpu|cuda] [--steps N] [--json] [--data FILE] [--seed S] [--random-weights]\n"
+               "                  [--dump FILE]\n"
                "  runs the plan OUT/plan.json (written by memplan MODEL.onnx --budget B -o OUT/) on the CPU;\n"
                "  --data FILE: raw little-endian bytes of the data inputs, in input order (default: seeded synthetic)\n"
-               "  --random-weights: seeded weights even when the model has data (as OUT/plan, the CUDA build, does)\n");
+               "  --random-weights: seeded weights even when the model has data (as OUT/plan, the CUDA build, does)\n"
+               "  --dump FILE: the arena's bytes after the last step (as OUT/plan --dump), to compare tensors\n");
 }
 
 static int parse_count(const char *what, const char *s, int64_t max, int64_t *out)
@@ -36,7 +38,7 @@ static int parse_count(const char *what, const char *s, int64_t max, int64_t *ou
 
 int main(int argc, char **argv)
 {
-    const char *dir = NULL, *backend = "cpu", *data = NULL;
+    const char *dir = NULL, *backend = "cpu", *data = NULL, *dump = NULL;
     int64_t steps = 1, seed = 0;
     bool json = false, random_weights = false;
     for (int i = 1; i < argc; i++) {
@@ -47,6 +49,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--random-weights")) random_weights = true;
         else if (!strcmp(a, "--backend") && has) backend = argv[++i];
         else if (!strcmp(a, "--data") && has) data = argv[++i];
+        else if (!strcmp(a, "--dump") && has) dump = argv[++i];
         else if (!strcmp(a, "--steps") && has) {
             if (parse_count("--steps", argv[++i], 1000000, &steps)) return 2;
         } else if (!strcmp(a, "--seed") && has) {
@@ -106,6 +109,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "memplan-run: measured peak %" PRId64 " bytes exceeds the planned arena of %" PRId64 "\n", peak,
                 p.arena_bytes);
         rc = 1;
+    }
+    if (!rc && dump) {
+        FILE *f = fopen(dump, "wb");
+        if (!f || fwrite(mp_plan_exec_arena(pe), 1, (size_t)p.arena_bytes, f) != (size_t)p.arena_bytes || fclose(f)) {
+            fprintf(stderr, "memplan-run: --dump %s: cannot write\n", dump);
+            rc = 1;
+        }
     }
     free(loss);
     free(secs);

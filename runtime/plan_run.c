@@ -283,6 +283,7 @@ int64_t mp_plan_exec_peak(const mp_plan_exec *pe)
 
 mp_graph *mp_plan_exec_graph(const mp_plan_exec *pe) { return pe->g; }
 mp_exec *mp_plan_exec_executor(const mp_plan_exec *pe) { return pe->x; }
+const void *mp_plan_exec_arena(const mp_plan_exec *pe) { return pe->arena; }
 
 void mp_plan_exec_free(mp_plan_exec *pe)
 {

@@ -63,6 +63,8 @@ int mp_plan_exec_step(mp_plan_exec *pe, double *loss, double *seconds, mp_err *e
 int64_t mp_plan_exec_peak(const mp_plan_exec *pe);
 mp_graph *mp_plan_exec_graph(const mp_plan_exec *pe);
 mp_exec *mp_plan_exec_executor(const mp_plan_exec *pe);
+/* The arena (arena_bytes), every tensor at its planned offset: --dump compares it with plan.cu's. */
+const void *mp_plan_exec_arena(const mp_plan_exec *pe);
 void mp_plan_exec_free(mp_plan_exec *pe);
 
 /* Binds every graph input and initializer of g in x: contents from the
