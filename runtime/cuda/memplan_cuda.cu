@@ -213,7 +213,7 @@ static void gemm(const mp_cu_plan *p, const mp_cu_instr *I, const mp_cu_args *a)
         st = cublasGemmStridedBatchedEx(blas, tb, ta, N, M, K, &alpha, a->x[1], bt, ldb, q[GM_SB], a->x[0],
                                         at, lda, q[GM_SA], &beta, a->x[2], ct, N, q[GM_SC],
                                         (int)q[GM_BATCH], CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    } else { /* every batch accumulates into one C: the gradient of a broadcast operand (fp32 only: codegen) */
+    } else { /* every batch accumulates into one fp32 C (a 16-bit result's is the workspace): a broadcast operand's gradient */
         const char *A = (const char *)a->x[0], *B = (const char *)a->x[1];
         for (int64_t b = 0; b < q[GM_BATCH] && st == CUBLAS_STATUS_SUCCESS; b++)
             st = cublasGemmEx(blas, tb, ta, N, M, K, &alpha, B + b * q[GM_SB] * mp_cu_esize(a->dt[1]), bt, ldb,

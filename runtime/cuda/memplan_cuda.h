@@ -107,7 +107,8 @@ enum {
 #define MP_CU_NT 12     /* tensor operands of one instruction (Attention's gradient takes 10) */
 #define MP_CU_NP 64     /* integer parameters */
 #define MP_CU_NF 8      /* float parameters */
-#define MP_CU_WS (-2)   /* an operand that is the runtime's workspace, not a tensor */
+#define MP_CU_WS (-2)   /* an operand that is the runtime's workspace, not a tensor (read as float64) */
+#define MP_CU_WS32 (-3) /* the workspace read and written as float32 (a 16-bit GEMM's fp32 sum over batches) */
 
 /* A strided view, laid out in p[] as: rank, dims[rank], then per operand
  * offset and strides[rank] (mp_cu_kernels.h reads it). */
@@ -125,7 +126,7 @@ typedef struct mp_cu_tensor {
 typedef struct mp_cu_instr {
     int op;                  /* MP_CU_* */
     int node;                /* index into the plan's node names */
-    int32_t t[MP_CU_NT];     /* tensor indices (-1 absent, MP_CU_WS the workspace); which is which per op */
+    int32_t t[MP_CU_NT];     /* tensor indices (-1 absent, MP_CU_WS / MP_CU_WS32 the workspace); which is which per op */
     int64_t n;               /* threads (elements) to run */
     int64_t p[MP_CU_NP];
     double f[MP_CU_NF];

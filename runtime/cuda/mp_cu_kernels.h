@@ -25,8 +25,22 @@
 #endif
 #ifdef __CUDA_ARCH__ /* the device pass */
 #define MP_ATOMIC_ADD_F32(p, v) atomicAdd((p), (v))
+#if __CUDA_ARCH__ >= 600
+#define MP_ATOMIC_ADD_F64(p, v) atomicAdd((p), (v))
+#else /* no double atomicAdd before sm_60: compare and swap */
+#define MP_ATOMIC_ADD_F64(p, v) mp_cu_atomic_add_f64((p), (v))
+__device__ static inline void mp_cu_atomic_add_f64(double *p, double v)
+{
+    unsigned long long *u = (unsigned long long *)p, old = *u, seen;
+    do {
+        seen = old;
+        old = atomicCAS(u, seen, (unsigned long long)__double_as_longlong(__longlong_as_double((long long)seen) + v));
+    } while (old != seen);
+}
+#endif
 #else
 #define MP_ATOMIC_ADD_F32(p, v) (*(p) += (v))
+#define MP_ATOMIC_ADD_F64(p, v) (*(p) += (v))
 #endif
 
 /* What a launch gets by value: operand pointers (NULL absent) and dtypes, the
@@ -198,6 +212,14 @@ MP_HD int64_t mp_cu_at(int rank, const int64_t *dims, const int64_t *str, int64_
 }
 
 /* ---- MP_CU_FILL, MP_CU_COPY ------------------------------------------------- */
+
+/* v rounded to dtype dt, as a store and a load would round it. */
+MP_HD double mp_cu_round_to(int dt, double v)
+{
+    if (dt == MP_CU_BF16) return mp_cu_bf16_to_f32(mp_cu_f32_to_bf16((float)v));
+    if (dt == MP_CU_F16) return mp_cu_f16_to_f32(mp_cu_f32_to_f16((float)v));
+    return dt == MP_CU_F32 ? (double)(float)v : v;
+}
 
 MP_HD void k_fill(const mp_cu_args *a, int64_t i) { mp_cu_st(a->x[0], a->dt[0], i, a->f[0]); }
 
@@ -474,23 +496,27 @@ MP_HD void k_reduce(const mp_cu_args *a, int64_t j)
 
 /* ---- MP_CU_GEMM on the host (the GPU uses cuBLAS) ------------------------------- */
 
-/* Element i of the batch's C: C[b] (or the one C when SC is 0). */
+/* Element i of the batch's C: C[b] (or the one C when SC is 0: every batch adds into it, its sum rounded
+ * to C's type after each, as cuBLAS's GEMM per batch with beta 1 and the CPU's matmul_grad round it). */
 MP_HD void k_gemm_elem(const mp_cu_args *a, int64_t i)
 {
     const int64_t *p = a->p;
     int64_t M = p[GM_M], N = p[GM_N], K = p[GM_K], m = (i / N) % M, nn = i % N;
     int64_t b0 = p[GM_SC] ? i / (M * N) : 0, b1 = p[GM_SC] ? b0 + 1 : p[GM_BATCH];
-    double s = 0; /* float32, or 16-bit operands widened (the CPU's widen-run-round) */
+    int64_t at = b0 * p[GM_SC] + m * N + nn;
+    double c = p[GM_BETA_ONE] ? mp_cu_ld(a->x[2], a->dt[2], at) : 0;
     for (int64_t b = b0; b < b1; b++) {
         int64_t ab = b * p[GM_SA], bb = b * p[GM_SB];
+        double s = 0; /* float32, or 16-bit operands widened (the CPU's widen-run-round) */
         for (int64_t k = 0; k < K; k++) {
             double x = mp_cu_ld(a->x[0], a->dt[0], ab + (p[GM_TA] ? k * p[GM_LDA] + m : m * p[GM_LDA] + k));
             double y = mp_cu_ld(a->x[1], a->dt[1], bb + (p[GM_TB] ? nn * p[GM_LDB] + k : k * p[GM_LDB] + nn));
             s += x * y;
         }
+        c = a->f[0] * s + c;
+        if (b + 1 < b1) c = mp_cu_round_to(a->dt[2], c);
     }
-    int64_t at = b0 * p[GM_SC] + m * N + nn;
-    mp_cu_st(a->x[2], a->dt[2], at, a->f[0] * s + (p[GM_BETA_ONE] ? mp_cu_ld(a->x[2], a->dt[2], at) : 0));
+    mp_cu_st(a->x[2], a->dt[2], at, c);
 }
 
 /* ---- softmax family: a row per thread, or per block of threads -------------------------- */
@@ -640,46 +666,46 @@ MP_HD int64_t mp_cu_ln_si(const mp_cu_args *a, int64_t r, int64_t j)
     return a->p[LN_G] ? (r % a->p[LN_G]) * a->p[LN_SA] + j / a->p[LN_SD] : j;
 }
 
-/* Row r's partial sums over j = t, t + step, ... */
+/* Row r's partial sums over j = t, t + step, ... (float32 or 16-bit operands, widened: the CPU's sums in double) */
 MP_HD double mp_cu_ln_part(const mp_cu_args *a, int64_t r, int what, double mu, double rstd, int64_t t, int64_t step)
 {
     int64_t n = a->p[1], b = r * n;
-    const float *x = (const float *)a->x[a->p[2] ? 1 : 0], *dy = (const float *)a->x[0], *sc = (const float *)a->x[2];
+    int xk = a->p[2] ? 1 : 0;
     double s = 0;
     if (a->p[LN_RMS] && (what == LN_SUM_X || what == LN_SUM_DXH)) return 0; /* no mean, no mean term */
     for (int64_t j = t; j < n; j += step) {
-        double d = x[b + j] - mu;
-        if (what == LN_SUM_X) s += x[b + j];
+        double x = mp_cu_ld(a->x[xk], a->dt[xk], b + j), d = x - mu;
+        if (what == LN_SUM_X) s += x;
         else if (what == LN_SUM_DEV2) s += d * d;
-        else if (what == LN_SUM_DXH) s += (double)dy[b + j] * sc[mp_cu_ln_si(a, r, j)];
-        else s += (double)dy[b + j] * sc[mp_cu_ln_si(a, r, j)] * (d * rstd);
+        else {
+            double dxh = mp_cu_ld(a->x[0], a->dt[0], b + j) * mp_cu_ld(a->x[2], a->dt[2], mp_cu_ln_si(a, r, j));
+            s += what == LN_SUM_DXH ? dxh : dxh * (d * rstd);
+        }
     }
     return s;
 }
 
 /* Writes row r's elements j = t, t + step, ... (and its statistics, from t 0). rstd: 1 / sqrt(var + eps),
- * or for LN_INST sqrt(var + eps) (mp_cu_ln_rstd). */
+ * or for LN_INST sqrt(var + eps) (mp_cu_ln_rstd). Each store rounds once (to fp32, then a 16-bit type). */
 MP_HD void mp_cu_ln_write(const mp_cu_args *a, int64_t r, double mu, double rstd, double m1, double m2, int64_t t, int64_t step)
 {
     int64_t n = a->p[1], b = r * n;
-    const float *x = (const float *)a->x[a->p[2] ? 1 : 0];
+    int xk = a->p[2] ? 1 : 0;
     if (a->p[2] == 0) {
-        const float *sc = (const float *)a->x[1], *bi = (const float *)a->x[2];
-        float *y = (float *)a->x[3];
         for (int64_t j = t; j < n; j += step) {
             int64_t e = mp_cu_ln_si(a, r, j);
-            double v = a->p[LN_INST] ? (x[b + j] - mu) * (sc[e] / rstd) + bi[e] : (x[b + j] - mu) * rstd * sc[e] + (bi ? bi[e] : 0);
-            y[b + j] = (float)v;
+            double x = mp_cu_ld(a->x[0], a->dt[0], b + j), sc = mp_cu_ld(a->x[1], a->dt[1], e);
+            double bi = a->x[2] ? mp_cu_ld(a->x[2], a->dt[2], e) : 0;
+            mp_cu_st(a->x[3], a->dt[3], b + j, a->p[LN_INST] ? (x - mu) * (sc / rstd) + bi : (x - mu) * rstd * sc + bi);
         }
-        if (t == 0 && a->x[4]) ((float *)a->x[4])[r] = (float)mu;
-        if (t == 0 && a->x[5]) ((float *)a->x[5])[r] = (float)rstd;
+        if (t == 0 && a->x[4]) mp_cu_st(a->x[4], a->dt[4], r, mu);
+        if (t == 0 && a->x[5]) mp_cu_st(a->x[5], a->dt[5], r, rstd);
         return;
     }
-    const float *dy = (const float *)a->x[0], *sc = (const float *)a->x[2];
-    float *dx = (float *)a->x[3];
-    for (int64_t j = t; dx && j < n; j += step) {
-        double xh = (x[b + j] - mu) * rstd, dxh = (double)dy[b + j] * sc[mp_cu_ln_si(a, r, j)];
-        dx[b + j] = (float)(rstd * (dxh - m1 - xh * m2));
+    for (int64_t j = t; a->x[3] && j < n; j += step) {
+        double xh = (mp_cu_ld(a->x[xk], a->dt[xk], b + j) - mu) * rstd;
+        double dxh = mp_cu_ld(a->x[0], a->dt[0], b + j) * mp_cu_ld(a->x[2], a->dt[2], mp_cu_ln_si(a, r, j));
+        mp_cu_st(a->x[3], a->dt[3], b + j, rstd * (dxh - m1 - xh * m2));
     }
     if (t == 0) ((double *)a->x[4])[2 * r] = mu, ((double *)a->x[4])[2 * r + 1] = rstd;
 }
@@ -709,17 +735,16 @@ MP_HD void k_ln_cols(const mp_cu_args *a, int64_t j)
 {
     int64_t rows = a->p[0], n = a->p[1], G = a->p[2] ? a->p[2] : 1, E = a->p[2] ? a->p[3] : n, cnt = a->p[2] ? a->p[4] : 1;
     int64_t j0 = (j % E) * cnt;
-    const float *dy = (const float *)a->x[0], *x = (const float *)a->x[1];
     const double *st = (const double *)a->x[2];
     double ds = 0, db = 0;
     for (int64_t r = j / E; r < rows; r += G)
         for (int64_t q = r * n + j0; q < r * n + j0 + cnt; q++) {
-            double g = dy[q];
-            ds += g * ((x[q] - st[2 * r]) * st[2 * r + 1]);
+            double g = mp_cu_ld(a->x[0], a->dt[0], q);
+            ds += g * ((mp_cu_ld(a->x[1], a->dt[1], q) - st[2 * r]) * st[2 * r + 1]);
             db += g;
         }
-    if (a->x[3]) ((float *)a->x[3])[j] = (float)ds;
-    if (a->x[4]) ((float *)a->x[4])[j] = (float)db;
+    if (a->x[3]) mp_cu_st(a->x[3], a->dt[3], j, ds);
+    if (a->x[4]) mp_cu_st(a->x[4], a->dt[4], j, db);
 }
 
 /* ---- BatchNormalization, per channel then per element ------------------------------- */
@@ -1036,10 +1061,13 @@ MP_HD void k_gather(const mp_cu_args *a, int64_t i)
     mp_cu_move(a->x[2], i, a->x[0], s, a->dt[0]);
 }
 
-/* dY x0, indices x1 -> table x2 (zeroed first): a thread per element of dY */
+/* dY x0, indices x1 -> table x2 (zeroed first): a thread per element of dY. A float64 table is the
+ * workspace a 16-bit GatherGrad sums in, as the CPU's kernel sums in double (then one rounding, MAP). */
 MP_HD void k_scatter_add(const mp_cu_args *a, int64_t i)
 {
-    MP_ATOMIC_ADD_F32(&((float *)a->x[2])[mp_cu_gather_src(a, i)], ((const float *)a->x[0])[i]);
+    double v = mp_cu_ld(a->x[0], a->dt[0], i);
+    if (a->dt[2] == MP_CU_F64) MP_ATOMIC_ADD_F64(&((double *)a->x[2])[mp_cu_gather_src(a, i)], v);
+    else MP_ATOMIC_ADD_F32(&((float *)a->x[2])[mp_cu_gather_src(a, i)], (float)v);
 }
 
 /* ---- Dropout: the CPU executor's counter-based generator (runtime/cpu_util.c) ----------- */
@@ -1690,14 +1718,6 @@ MP_HD void k_gather_elements(const mp_cu_args *a, int64_t i)
         str *= dd[k], rem = q;
     }
     mp_cu_move(a->x[2], i, a->x[0], src, a->dt[0]);
-}
-
-/* v rounded to dtype dt, as a store and a load would round it. */
-MP_HD double mp_cu_round_to(int dt, double v)
-{
-    if (dt == MP_CU_BF16) return mp_cu_bf16_to_f32(mp_cu_f32_to_bf16((float)v));
-    if (dt == MP_CU_F16) return mp_cu_f16_to_f32(mp_cu_f32_to_f16((float)v));
-    return dt == MP_CU_F32 ? (double)(float)v : v;
 }
 
 /* One update u into acc by the scatter's reduction (SE_*), rounded to the output's dtype dt as the CPU's

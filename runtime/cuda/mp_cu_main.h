@@ -53,8 +53,8 @@ static void mp_cu_args_of(const mp_cu_plan *p, const mp_cu_instr *I, char *arena
     memset(a, 0, sizeof *a);
     for (int k = 0; k < MP_CU_NT; k++) {
         int32_t t = I->t[k];
-        a->x[k] = t == MP_CU_WS ? ws : t >= 0 ? (void *)(arena + p->t[t].offset) : NULL;
-        a->dt[k] = t >= 0 ? p->t[t].dtype : MP_CU_F64;
+        a->x[k] = t == MP_CU_WS || t == MP_CU_WS32 ? ws : t >= 0 ? (void *)(arena + p->t[t].offset) : NULL;
+        a->dt[k] = t >= 0 ? p->t[t].dtype : t == MP_CU_WS32 ? MP_CU_F32 : MP_CU_F64;
     }
     a->n = I->n;
     memcpy(a->p, I->p, sizeof a->p);
