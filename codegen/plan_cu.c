@@ -212,6 +212,18 @@ static const char *fill(cg *c, int32_t id, double v)
     return NULL;
 }
 
+/* y (contiguous) = the workspace's first numel(y) elements (ws: MP_CU_WS read as float64, MP_CU_WS32 as
+ * float32), each rounded once into y's type: a 16-bit result that the CPU sums in fp32 or double scratch
+ * and rounds once (runtime/exec.c round16). */
+static const char *round_from_ws(cg *c, int32_t ws, int32_t y)
+{
+    if (!numel(c, y) || T(c, y) < 0) return NULL;
+    EMIT(I, MP_CU_MAP, numel(c, y));
+    I->p[0] = MP_FN_IDENT, I->p[1] = 1, I->p[2] = 1, I->p[3] = numel(c, y), I->p[4] = 0, I->p[5] = 1;
+    I->t[0] = ws, I->t[1] = T(c, y);
+    return NULL;
+}
+
 /* out = fn(ins...) elementwise over dims d[r] (out's elements, contiguous), input k read through
  * strides str[k] (NULL: broadcast, right-aligned, to out's dims). */
 static const char *map_dims(cg *c, int fn, int nin, const int32_t *in, int r, const int64_t *d,
@@ -638,13 +650,20 @@ static const char *lower_gather(cg *c, const mp_node *n)
     int64_t axis = norm_axis(mp_attr_int(n, "axis", 0), r), inner = 1;
     if (axis < 0 || axis >= r) return "axis out of range";
     for (int a = (int)axis + 1; a < r; a++) inner *= dim(c, table, a);
-    const char *e = grad ? fill(c, table, 0) : NULL;
+    /* a 16-bit table's gradient sums in the workspace in double, as cpu_grad.c's GatherGrad, then rounds once */
+    bool half = grad && mp_dtype_is_half(V(c, table)->dtype);
+    if (grad && !half && !is_f32(c, table)) return "a table other than float32 or 16-bit";
+    const char *e = grad && (!half || !numel(c, y)) ? fill(c, table, 0) : NULL;
     if (e || !numel(c, y)) return e;
-    if (grad && !is_f32(c, table)) return "a table other than float32";
+    if (half) {
+        need_ws(c, numel(c, table) * (int64_t)sizeof(double));
+        EMIT(F, MP_CU_FILL, numel(c, table));
+        F->t[0] = MP_CU_WS;
+    }
     EMIT(I, grad ? MP_CU_SCATTER_ADD : MP_CU_GATHER, numel(c, y));
-    I->t[0] = T(c, grad ? y : table), I->t[1] = T(c, idx), I->t[2] = T(c, grad ? table : y);
+    I->t[0] = T(c, grad ? y : table), I->t[1] = T(c, idx), I->t[2] = half ? MP_CU_WS : T(c, grad ? table : y);
     I->p[0] = numel(c, idx), I->p[1] = inner, I->p[2] = dim(c, table, (int)axis);
-    return NULL;
+    return half ? round_from_ws(c, MP_CU_WS, table) : NULL;
 }
 
 /* MaxUnpool, its default output shape and windows that do not overlap (so every index is distinct):
@@ -1014,12 +1033,15 @@ static const char *gemm(cg *c, int32_t a, bool ta, int32_t b, bool tb, int32_t y
         stride[k] = nb == 1 && batch > 1 ? 0 : dim(c, ops[k], r) * dim(c, ops[k], r + 1);
     }
     if (batch > 1 && !stride[2] && !sum_batch) return "an output without the batch dims";
-    /* cuBLAS would round each batch's sum into a 16-bit C; the CPU rounds the whole sum once */
-    if (batch > 1 && !stride[2] && dt != MP_FLOAT) return "a 16-bit output summed over batches";
+    /* a 16-bit output summed over batches: the CPU (cpu_grad.c matmul_grad, widened) adds each batch into
+     * an fp32 C and rounds the sum to 16 bits once, so the batches add into the workspace as fp32 (cuBLAS
+     * and the host round it to fp32 after each batch), then one MAP rounds it into y */
+    bool via_ws = batch > 1 && !stride[2] && dt != MP_FLOAT;
+    if (via_ws && beta_one) return "a 16-bit output summed over batches onto its own value";
     if (!M || !N) return NULL;
     bool sa = ta != tview(c, a), sb = tb != tview(c, b); /* transposed as stored */
     EMIT(I, MP_CU_GEMM, (stride[2] ? batch : 1) * M * N);
-    I->t[0] = T(c, a), I->t[1] = T(c, b), I->t[2] = T(c, y);
+    I->t[0] = T(c, a), I->t[1] = T(c, b), I->t[2] = via_ws ? MP_CU_WS32 : T(c, y);
     int64_t *p = I->p;
     p[GM_M] = M, p[GM_N] = N, p[GM_K] = K, p[GM_TA] = sa, p[GM_TB] = sb;
     p[GM_LDA] = sa ? M : K, p[GM_LDB] = sb ? K : N;
@@ -1027,7 +1049,9 @@ static const char *gemm(cg *c, int32_t a, bool ta, int32_t b, bool tb, int32_t y
     p[GM_BETA_ONE] = beta_one;
     I->f[0] = alpha;
     if (!K) return "an empty inner dimension";
-    return NULL;
+    if (!via_ws) return NULL;
+    need_ws(c, M * N * (int64_t)sizeof(float));
+    return round_from_ws(c, MP_CU_WS32, y);
 }
 
 static const char *lower_gemm(cg *c, const mp_node *n)
@@ -2518,8 +2542,17 @@ static const char *const ops16[] = {
     "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast",
     /* one MAP each, computed in double from widened operands */
     "Relu", "ReluGrad", "Add", "Sub", "Mul", "Div", "Neg",
-    /* one REDUCE; the GEMM (a 16-bit bias only as a copy, beta 1); the loss (its fp32 log_prob recomputed) */
+    /* moved by size (GATHER, COPY, TRILU's kept elements exact); Where and WhereGrad pick an exact value */
+    "Gather", "Transpose", "Split", "Concat", "Trilu", "Where", "WhereGrad",
+    /* one MAP each, in double from widened operands (Equal's output is bool) */
+    "Equal", "Gelu", "GeluGrad",
+    /* one REDUCE; the GEMM (a 16-bit bias only as a copy, beta 1; a 16-bit output summed over batches
+     * through the fp32 workspace, then one rounding); the loss (its fp32 log_prob recomputed) */
     "SumToShape", "Gemm", "MatMul", "MatMulGradA", "MatMulGradB", "SoftmaxCrossEntropyLoss", "SoftmaxCrossEntropyGrad",
+    /* SOFTMAX, LN_ROWS and LN_COLS: sums and statistics in double, each stored element rounded once (the
+     * gradient's mean and rstd stay doubles in the workspace); GatherGrad: SCATTER_ADD in double into the
+     * workspace, then one rounding */
+    "Softmax", "SoftmaxGrad", "LayerNormalization", "LayerNormalizationGrad", "GatherGrad",
     /* the updates read a 16-bit gradient widened; master and state are fp32; fp16's loss scale */
     "SGDUpdate", "MomentumUpdate", "AdamUpdate", "AdafactorUpdate", "LossScale", "AllFinite", "LossScaleUpdate",
     NULL,
