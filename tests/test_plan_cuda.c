@@ -26,9 +26,10 @@
  *   3. when nvcc is present, each plan.cu of step 1 compiles and links against
  *      the GPU runtime (compiled once: memplan_cuda.cu, mp_cu_cudnn.cu; cuBLAS,
  *      cuDNN), with every nvcc warning an error;
- *   4. (case "half") mlp's bf16 and fp16 steps (fp32 masters, fp16's dynamic
- *      loss scale) give the CPU executor's losses bit for bit on the host runtime;
- *      an op without a 16-bit lowering is refused by name (refusal_names_the_op). */
+ *   4. (case "half") mlp's and gpt_decoder's bf16 and fp16 steps (fp32 masters,
+ *      fp16's dynamic loss scale) give the CPU executor's losses, parameters and
+ *      optimizer state bit for bit on the host runtime; an op without a 16-bit
+ *      lowering is refused by name (refusal_names_the_op). */
 #include <check.h>
 #include <libgen.h>
 #include <math.h>
@@ -70,6 +71,7 @@ static const model models[] = {
     /* 16-bit working copies: compiled here (cublasGemmEx on bf16 / fp16); half_precision_matches_cpu runs them */
     {MEMPLAN_SOURCE "/models/mlp.onnx", {"--batch", "8", "--precision", "bf16"}, 0},
     {MEMPLAN_SOURCE "/models/mlp.onnx", {"--batch", "8", "--precision", "fp16", "--optimizer", "adafactor"}, 0},
+    {MEMPLAN_SOURCE "/models/gpt_decoder.onnx", {"--batch", "8", "--dim", "sequence=128", "--precision", "bf16"}, 0},
     {TORCH "resnet50_train.onnx", {"--batch", "2"}, 0},
     {TORCH "resnet50.onnx", {"--batch", "2"}, 0},
     {TORCH "vgg16_train.onnx", {"--batch", "2"}, 0},
@@ -143,17 +145,16 @@ static char *run_json(const char *cmd, const char *file)
     return s;
 }
 
-/* A bf16 plan with an op the CUDA runtime has no 16-bit lowering for (gpt_decoder's embedding Gather, the
- * first of them): one line naming the op and node, exit 2, no plan.cu. */
+/* A bf16 plan with an op the CUDA runtime has no 16-bit lowering for (cnn_bn's Conv, the first of them;
+ * BatchNormalization and the pools are refused too): one line naming the op and node, exit 2, no plan.cu. */
 START_TEST(refusal_names_the_op)
 {
     char out[128], f[160];
     snprintf(out, sizeof out, "%s/refused", dir);
-    run_result r = RUN(MEMPLAN_SOURCE "/models/gpt_decoder.onnx", "--batch", "2", "--dim", "sequence=16", "--budget", "1GB",
-                       "--precision", "bf16", "-o", out);
+    run_result r = RUN(MEMPLAN_SOURCE "/models/cnn_bn.onnx", "--batch", "2", "--budget", "1GB", "--precision", "bf16", "-o", out);
     ck_assert_int_eq(r.status, 2);
-    ck_assert_msg(strstr(r.err, "plan.cu: op Gather (node '") && strstr(r.err, "float16 / bfloat16 operands") &&
-                  strstr(r.err, "ops refused: Gather, "), "%s", r.err);
+    ck_assert_msg(strstr(r.err, "plan.cu: op Conv (node '") && strstr(r.err, "float16 / bfloat16 operands") &&
+                  strstr(r.err, "ops refused: Conv, BatchNormalization, MaxPool, "), "%s", r.err);
     snprintf(f, sizeof f, "%s/plan.cu", out);
     ck_assert_int_ne(access(f, F_OK), 0);
     snprintf(f, sizeof f, "%s/plan.json", out);
@@ -162,9 +163,40 @@ START_TEST(refusal_names_the_op)
 }
 END_TEST
 
+/* The persistent tensors after the last step (parameters, fp32 masters, optimizer state: plan.json's roles
+ * param and opt_state) in the two runners' arena dumps: how many differ, the first named in *first. A
+ * 16-bit loss keeps 8 or 11 bits and Adam's step hardly depends on the gradient's size, so the losses
+ * alone would let a gradient one 16-bit rounding off pass; the moments hold every gradient bit. */
+static int state_differs(const char *out, const char *cpu_dump, const char *host_dump, char *first, size_t len)
+{
+    char f[192];
+    snprintf(f, sizeof f, "%s/plan.json", out);
+    size_t nc = 0, nh = 0;
+    char *json = slurp(f, NULL), *cpu = slurp(cpu_dump, &nc), *host = slurp(host_dump, &nh);
+    ck_assert_msg(json && cpu && host && nc == nh, "%s: the plan or the arena dumps are missing", out);
+    int differ = 0, seen = 0;
+    for (char *l = json; (l = strstr(l, "{\"id\": ")); l++) {
+        char *end = strchr(l, '}'), name[160];
+        long long bytes, off;
+        if (!end || (!strstr(l, "\"role\": \"param\"") && !strstr(l, "\"role\": \"opt_state\"")) ||
+            strstr(l, "\"role\": ") > end)
+            continue;
+        ck_assert_int_eq(sscanf(strstr(l, "\"name\": "), "\"name\": \"%159[^\"]\"", name), 1);
+        ck_assert_int_eq(sscanf(strstr(l, "\"bytes\": "), "\"bytes\": %lld, \"offset\": %lld", &bytes, &off), 2);
+        ck_assert(off >= 0 && (size_t)(off + bytes) <= nc);
+        seen++;
+        if (!memcmp(cpu + off, host + off, (size_t)bytes)) continue;
+        if (!differ++) snprintf(first, len, "%s", name);
+    }
+    ck_assert_int_gt(seen, 0);
+    free(json), free(cpu), free(host);
+    return differ;
+}
+
 /* Plans m into out, links plan.cu with the host runtime and checks its losses
  * against the CPU executor's over three steps, run by threads and split into
- * blocks as the GPU runs its long sums and rows. */
+ * blocks as the GPU runs its long sums and rows; bit for bit (rtol 0), the
+ * parameters and optimizer state after them too. */
 static void check_on_host(const model *m, const char *out, const char *label, double rtol)
 {
     char run_bin[512], cmd[2048], f[160];
@@ -175,13 +207,15 @@ static void check_on_host(const model *m, const char *out, const char *label, do
     snprintf(cmd, sizeof cmd, "%s -O1 %s -I%s -o %s/plan-host -x c %s/plan.cu -x none %s -lm", MEMPLAN_CC,
              MEMPLAN_CUDA_HOST_FLAGS, CUDA_DIR, out, out, MEMPLAN_CUDA_HOST_LIB);
     ck_assert_msg(sh(cmd) == 0, "failed: %s", cmd);
-    snprintf(cmd, sizeof cmd, "%s %s --steps 3 --seed 5 --json --random-weights > %s/cpu.json", run_bin, out, out);
+    snprintf(cmd, sizeof cmd, "%s %s --steps 3 --seed 5 --json --random-weights --dump %s/cpu.arena > %s/cpu.json", run_bin,
+             out, out, out);
     snprintf(f, sizeof f, "%s/cpu.json", out);
     char *cpu = run_json(cmd, f);
     double hl[3], cl[3];
     ck_assert_int_eq(losses(cpu, cl, 3), 3);
     for (int blocks = 0; blocks < 2; blocks++) {
-        snprintf(cmd, sizeof cmd, "MP_CU_HOST_BLOCKS=%d %s/plan-host --steps 3 --seed 5 --json > %s/host.json", blocks, out, out);
+        snprintf(cmd, sizeof cmd, "MP_CU_HOST_BLOCKS=%d %s/plan-host --steps 3 --seed 5 --json --dump %s/host.arena > %s/host.json",
+                 blocks, out, out, out);
         snprintf(f, sizeof f, "%s/host.json", out);
         char *host = run_json(cmd, f);
         ck_assert_int_eq(losses(host, hl, 3), 3);
@@ -191,6 +225,13 @@ static void check_on_host(const model *m, const char *out, const char *label, do
                           m->path, blocks ? " (GPU blocks)" : "", s + 1, hl[s], cl[s]);
         }
         free(host);
+        if (rtol == 0) {
+            char a[160], b[160], first[160] = "";
+            snprintf(a, sizeof a, "%s/cpu.arena", out), snprintf(b, sizeof b, "%s/host.arena", out);
+            int d = state_differs(out, a, b, first, sizeof first);
+            ck_assert_msg(!d, "%s%s: after 3 steps %d parameters / optimizer states differ from the CPU executor's (first: %s)",
+                          m->path, blocks ? " (GPU blocks)" : "", d, first);
+        }
     }
     char how[256] = "";
     for (int k = 0; k < 8 && m->args[k]; k++) snprintf(how + strlen(how), sizeof how - strlen(how), " %s", m->args[k]);
@@ -238,6 +279,11 @@ static const model half_models[] = {
     {MEMPLAN_SOURCE "/models/mlp.onnx", {"--batch", "8", "--precision", "fp16", "--optimizer", "adafactor"}, 1},
     {MEMPLAN_SOURCE "/models/mlp.onnx", {"--batch", "8", "--precision", "bf16", "--optimizer", "adafactor", "--micro-batches", "2"}, 1},
     {MEMPLAN_SOURCE "/models/mlp.onnx", {"--batch", "8", "--precision", "fp16", "--micro-batches", "2"}, 1},
+    /* Gather / GatherGrad (double sums in the workspace), LayerNorm and its gradient, Softmax and its gradient,
+     * the causal mask (Trilu, Equal, Where), Gelu, and weight gradients summed over the batch (fp32 in the
+     * workspace, rounded once), at a rematerializing budget */
+    {MEMPLAN_SOURCE "/models/gpt_decoder.onnx", {"--batch", "8", "--dim", "sequence=128", "--budget", "70%", "--precision", "bf16"}, 1},
+    {MEMPLAN_SOURCE "/models/gpt_decoder.onnx", {"--batch", "8", "--dim", "sequence=128", "--budget", "70%", "--precision", "fp16"}, 1},
 };
 
 START_TEST(half_precision_matches_cpu)
@@ -245,7 +291,7 @@ START_TEST(half_precision_matches_cpu)
     for (size_t i = 0; i < sizeof half_models / sizeof *half_models; i++) {
         char out[128];
         snprintf(out, sizeof out, "%s/half%zu", dir, i);
-        check_on_host(&half_models[i], out, "mlp.onnx", 0);
+        check_on_host(&half_models[i], out, basename((char *)half_models[i].path), 0);
     }
 }
 END_TEST
