@@ -112,7 +112,10 @@ int main(int argc, char **argv)
     }
     if (!rc && dump) {
         FILE *f = fopen(dump, "wb");
-        if (!f || fwrite(mp_plan_exec_arena(pe), 1, (size_t)p.arena_bytes, f) != (size_t)p.arena_bytes || fclose(f)) {
+        bool ok = f && fwrite(mp_plan_exec_arena(pe), 1, (size_t)p.arena_bytes, f) == (size_t)p.arena_bytes;
+        if (f && fclose(f)) ok = false;
+        if (!ok) {
+            if (f) remove(dump); /* no partial file */
             fprintf(stderr, "memplan-run: --dump %s: cannot write\n", dump);
             rc = 1;
         }
