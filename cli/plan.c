@@ -563,6 +563,20 @@ fail:
     return -1;
 }
 
+/* Baseline b's order for target t, rid of the recomputations the plan's
+ * target does not need (mp_rsched_prune) and recounted: 1; 0 when the
+ * baseline makes none (greedy, lookahead: no fit); -1 on an error (err). */
+static int pruned_baseline(plan *p, mp_rbaseline b, int64_t t, mp_rsched *s, mp_rcount *c, int32_t *pruned, mp_err *err)
+{
+    if (mp_remat_baseline(&p->rg, b, t, s, err)) return 0;
+    *pruned = 0;
+    if (mp_rsched_prune(&p->rg, s, p->target, pruned, err) || mp_rsched_count(&p->rg, s, c, err)) {
+        mp_rsched_free(s);
+        return -1;
+    }
+    return 1;
+}
+
 /* Greedy and lookahead are not monotone in their target: one may miss this
  * budget yet fit a lower one, the least of which the exit-3 line states as
  * feasible. So when nothing else fits, that order (rid of the
@@ -576,12 +590,8 @@ static int rescue_least_baseline(plan *p, bool *fits)
     if (p->base_least > p->target) return 0; /* INT64_MAX when none goes below the least-peak plan */
     mp_rsched s;
     mp_rcount c;
-    int32_t pruned = 0;
-    if (mp_remat_baseline(&p->rg, p->base_least_of, p->base_least_target, &s, &err)) goto fail;
-    if (mp_rsched_prune(&p->rg, &s, p->target, &pruned, &err) || mp_rsched_count(&p->rg, &s, &c, &err)) {
-        mp_rsched_free(&s);
-        goto fail;
-    }
+    int32_t pruned;
+    if (pruned_baseline(p, p->base_least_of, p->base_least_target, &s, &c, &pruned, &err) != 1) goto fail;
     if (c.peak_bytes > p->target) {
         mp_rsched_free(&s);
         return 0;
@@ -630,10 +640,10 @@ static int use_cheaper_baseline(plan *p, bool *fits)
     for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) {
         mp_rsched s;
         mp_rcount c;
-        int32_t pruned = 0;
-        if (mp_remat_baseline(&p->rg, (mp_rbaseline)b, p->target, &s, &err)) continue; /* greedy, lookahead: no fit */
-        if (mp_rsched_prune(&p->rg, &s, p->target, &pruned, &err) || mp_rsched_count(&p->rg, &s, &c, &err)) {
-            mp_rsched_free(&s);
+        int32_t pruned;
+        int made = pruned_baseline(p, (mp_rbaseline)b, p->target, &s, &c, &pruned, &err);
+        if (made == 0) continue; /* greedy, lookahead: no fit */
+        if (made < 0) {
             mp_cli_model_error(p->source, err.msg);
             return -1;
         }
