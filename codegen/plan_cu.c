@@ -52,6 +52,13 @@ static const mp_value *V(const cg *c, int32_t id) { return &c->g->values[id]; }
 static int64_t dim(const cg *c, int32_t id, int a) { return V(c, id)->dims[a].v; }
 static bool tview(const cg *c, int32_t id) { return id >= 0 && (V(c, id)->flags & MP_VAL_TVIEW); }
 
+/* Fails unless x and y are present, of one type other than bool, and neither is a transposed view. */
+static const char *one_plain_type(const cg *c, int32_t x, int32_t y)
+{
+    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || V(c, x)->dtype == MP_BOOL) return "operands other than one non-bool type";
+    return tview(c, x) || tview(c, y) ? "a transposed view operand" : NULL;
+}
+
 static int64_t numel(const cg *c, int32_t id)
 {
     int64_t n = 1;
@@ -231,7 +238,7 @@ static const char *map_dims(cg *c, int fn, int nin, const int32_t *in, int r, co
 {
     int64_t s[MP_CU_MAX_RANK];
     if (!numel(c, out) || T(c, out) < 0) return NULL;
-    EMIT(I, MP_CU_MAP, numel(c, out));
+    EMIT(I, fn >= MP_FN_BIT_AND ? MP_CU_MAP_INT : MP_CU_MAP, numel(c, out)); /* the bitwise functions: exact integers */
     I->p[0] = fn, I->p[1] = nin, I->p[2] = r;
     memcpy(I->p + 3, d, (size_t)r * sizeof *d);
     for (int k = 0; k < nin; k++) {
@@ -447,11 +454,7 @@ static const char *lower_bitwise(cg *c, const mp_node *n)
         if (!strcmp(dir, "RIGHT")) fn = MP_FN_BIT_SHR;
         else if (strcmp(dir, "LEFT")) return "a direction other than LEFT or RIGHT";
     }
-    int32_t at = c->n;
-    const char *e = map(c, fn, nin, n->in, y, 0, 1);
-    mp_cu_instr *I = emitted(c, at);
-    if (I) I->op = MP_CU_MAP_INT;
-    return e;
+    return map(c, fn, nin, n->in, y, 0, 1);
 }
 
 /* QuantizeLinear, DequantizeLinear (runtime/cpu_quant.c: int8, uint8, int16, uint16, int32; float32 or
@@ -767,8 +770,8 @@ static const char *lower_cumsum(cg *c, const mp_node *n)
 {
     int32_t x = vin(n, 0), y = vout(n, 0);
     int64_t axis;
-    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || V(c, x)->dtype == MP_BOOL) return "operands other than one non-bool type";
-    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
+    const char *e = one_plain_type(c, x, y);
+    if (e) return e;
     if (konst_ints(c, vin(n, 1), &axis, 1) != 1) return "an axis that is not a constant";
     int r = V(c, x)->rank;
     axis = norm_axis(axis, r);
@@ -1714,16 +1717,16 @@ static const char *lower_resize(cg *c, const mp_node *n)
 {
     bool grad = !strcmp(n->op_type, "ResizeGrad");
     int32_t x = grad ? vout(n, 0) : vin(n, 0), y = grad ? vin(n, 0) : vout(n, 0); /* Resize's X and Y (dX, dY) */
-    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || V(c, x)->dtype == MP_BOOL) return "operands other than one non-bool type";
+    const char *e = one_plain_type(c, x, y);
+    if (e) return e;
     if (grad && !mp_dtype_is_float(V(c, x)->dtype)) return "a gradient other than float";
-    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
     int r = V(c, x)->rank;
     if (V(c, y)->rank != r) return "a rank change";
     bool old = !grad && mp_graph_opset(c->g, n->domain) < 11;
     int64_t p[MP_CU_NP], xd[MP_CU_MAX_RANK];
     double f[MP_CU_NF], scale[MP_CU_MAX_RANK], roi[2 * MP_CU_MAX_RANK];
     dims_of(c, x, xd);
-    const char *e = resize_params(c, n, old, xd, r, p, f, scale, roi);
+    e = resize_params(c, n, old, xd, r, p, f, scale, roi);
     return e ? e : resize_passes(c, grad, x, y, p, f, scale, roi);
 }
 
@@ -1733,8 +1736,8 @@ static const char *lower_upsample(cg *c, const mp_node *n)
 {
     static const char *const modes[] = {"nearest", "linear", "bilinear"};
     int32_t x = vin(n, 0), y = vout(n, 0);
-    if (x < 0 || y < 0 || V(c, x)->dtype != V(c, y)->dtype || V(c, x)->dtype == MP_BOOL) return "operands other than one non-bool type";
-    if (tview(c, x) || tview(c, y)) return "a transposed view operand";
+    const char *e = one_plain_type(c, x, y);
+    if (e) return e;
     int r = V(c, x)->rank, m = pick_name(mp_attr_str(n, "mode", "nearest"), modes, 3);
     if (V(c, y)->rank != r) return "a rank change";
     if (m < 0) return "an unknown mode";
@@ -2448,13 +2451,18 @@ static void cuda_dir(char *buf, size_t n)
 /* The data a 16-bit working copy's fp32 master `<name>.master` starts from: the working copy's, when the
  * step holds it (runtime/plan_run.c master_source), so that the copy the forward reads is the master
  * rounded; NULL when both are seeded alike. */
+static bool is_master(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 7 && !strcmp(name + n - 7, ".master");
+}
+
 static const mp_tensor *master_source(const mp_graph *g, int32_t v)
 {
     const char *name = g->values[v].name;
-    size_t n = strlen(name);
-    if (g->values[v].producer >= 0 || n <= 7 || strcmp(name + n - 7, ".master") || g->values[v].dtype != MP_FLOAT) return NULL;
+    if (g->values[v].producer >= 0 || !is_master(name) || g->values[v].dtype != MP_FLOAT) return NULL;
     char base[512];
-    snprintf(base, sizeof base, "%.*s", (int)(n - 7), name);
+    snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - 7), name);
     int32_t w = mp_graph_find(g, base);
     const mp_tensor *k = w >= 0 ? g->values[w].konst : NULL;
     return k && k->data && k->numel == g->values[v].bytes / 4 ? k : NULL;
@@ -2479,8 +2487,9 @@ static int put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t 
     fprintf(f, "/* plan.cu - written by memplan (codegen/plan_cu.c); build with make. */\n#include \"memplan_cuda.h\"\n\n");
     for (int32_t v = 0; v < g->nvalues; v++) {
         if (c->tix[v] < 0) continue;
+        const mp_tensor *src = master_source(g, v);
         if (g->values[v].producer < 0 && g->values[v].konst && g->values[v].konst->data) put_bytes(f, "data_", v, g->values[v].konst);
-        else if (master_source(g, v) && put_master(f, v, master_source(g, v))) return -1;
+        else if (src && put_master(f, v, src)) return -1;
     }
     for (int32_t i = 0; i < c->n; i++)
         if (c->kon[i]) put_bytes(f, "konst_", i, c->kon[i]);
@@ -2488,8 +2497,7 @@ static int put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t 
     for (int32_t v = 0; v < g->nvalues; v++) {
         if (c->tix[v] < 0) continue;
         const mp_value *val = &g->values[v];
-        size_t nlen = strlen(val->name);
-        bool master = nlen > 7 && !strcmp(val->name + nlen - 7, ".master");
+        bool master = is_master(val->name);
         int init = val->producer >= 0 ? 0 : (val->konst && val->konst->data) || master_source(g, v) ? 3
                    : val->role == MP_ROLE_OPT_STATE && !master ? 2 : 1;
         fprintf(f, "    {");
