@@ -190,6 +190,7 @@ typedef struct plan {
     char out_failed[sizeof(mp_err) + 300]; /* -o failed after the arena fit: reported after the table */
     int strategy;
     double time_limit;
+    bool have_base;             /* identity and base are made */
     mp_rsched identity;
     mp_rcount base;             /* the store-everything order */
     mp_rspace sp;
@@ -207,8 +208,10 @@ typedef struct plan {
     int64_t placed_target;      /* the arena target it was placed with, to be placed alike when written */
     bool have_least;            /* the least-peak search ran (it is slow: once per plan) */
     int64_t least_peak, least_lower;
+    bool have_space_floor;      /* space_floor was computed */
+    int64_t space_floor;        /* below every plan of the space (its LP): the least-peak plan fits no budget below */
     bool have_base_least;       /* least_baseline ran */
-    int64_t base_least;         /* the least peak a baseline reaches below least_peak; INT64_MAX: none does */
+    int64_t base_least;         /* the least peak a baseline reaches (all, sqrt; greedy's, lookahead's least target) */
     mp_rbaseline base_least_of; /* that baseline, */
     int64_t base_least_target;  /* at that target */
     mp_rplan least;
@@ -245,7 +248,7 @@ static void plan_free(plan *p)
     mp_rgraph_free(&p->rg);
     free(p->recomputed);
     if (p->onnx) mp_cli_step_free(&p->step);
-    p->have_rp = p->have_sp = p->have_least = p->have_base_least = false;
+    p->have_rp = p->have_sp = p->have_base = p->have_least = p->have_space_floor = p->have_base_least = false;
     p->recomputed = NULL;
     p->onnx = false;
 }
@@ -279,6 +282,25 @@ static int least_peak(plan *p, mp_err *err)
     return 0;
 }
 
+/* Whether the space's least-peak plan may fit t. Its search takes seconds, so
+ * it runs only when the space's LP bound (a fraction of that time) leaves
+ * room: not above t, allowing GLPK's relative tolerance (about 1e-7). */
+static int least_peak_may_fit(plan *p, int64_t t, bool *may, mp_err *err)
+{
+    if (p->have_least) {
+        *may = p->least_peak <= t;
+        return 0;
+    }
+    if (!p->have_space_floor) {
+        mp_rsolve_opts so = solve_opts(p, NULL);
+        so.progress = false;
+        if (mp_remat_min_peak_bound(&p->sp, &so, &p->space_floor, err)) return -1;
+        p->have_space_floor = true;
+    }
+    *may = (double)p->space_floor * (1 - 1e-6) <= (double)t;
+    return 0;
+}
+
 static bool plan_recordable(const mp_cli_opts *o);
 static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po);
 
@@ -301,17 +323,17 @@ static int64_t baseline_peak(plan *p, mp_rbaseline b, int64_t t)
     return baseline_count(p, b, t, &c) ? c.peak_bytes : -1;
 }
 
-/* The least peak below hi that a baseline reaches: the ILP strategy takes a
- * baseline's order when it fits (use_cheaper_baseline), so these count toward
- * the smallest feasible budget. all and sqrt have one order each; greedy's
- * and lookahead's least targets are bisected (they evict more as the target
- * falls). */
-static int64_t least_baseline_peak(plan *p, int64_t hi, mp_rbaseline *which, int64_t *target)
+/* The least peak a baseline reaches: the ILP strategy takes a baseline's
+ * order when it fits (use_cheaper_baseline), so these count toward the
+ * smallest feasible budget. all and sqrt have one order each; greedy's and
+ * lookahead's least targets are bisected below those (they evict more as the
+ * target falls). */
+static int64_t least_baseline_peak(plan *p, mp_rbaseline *which, int64_t *target)
 {
-    int64_t best = hi;
+    int64_t best = INT64_MAX;
     for (int b = MP_RBASE_ALL; b <= MP_RBASE_SQRT; b++) {
-        int64_t peak = baseline_peak(p, (mp_rbaseline)b, hi);
-        if (peak >= 0 && peak < best) best = peak, *which = (mp_rbaseline)b, *target = hi;
+        int64_t peak = baseline_peak(p, (mp_rbaseline)b, INT64_MAX);
+        if (peak >= 0 && peak < best) best = peak, *which = (mp_rbaseline)b, *target = INT64_MAX;
     }
     /* the least target greedy and lookahead fit (their orders depend on the
      * target, so the target, not the peak reached, is what works given back) */
@@ -328,22 +350,21 @@ static int64_t least_baseline_peak(plan *p, int64_t hi, mp_rbaseline *which, int
     return best;
 }
 
-/* least_baseline_peak below the least-peak plan's, once per plan (the
- * bisections are not cheap); call least_peak first. */
+/* least_baseline_peak, once per plan (the bisections are not free). */
 static void least_baseline(plan *p)
 {
     if (p->have_base_least) return;
     p->have_base_least = true;
     mp_rbaseline which = MP_RBASE_NONE;
-    int64_t target = 0, b = least_baseline_peak(p, p->least_peak, &which, &target);
-    p->base_least = b < p->least_peak ? b : INT64_MAX;
+    int64_t target = 0;
+    p->base_least = least_baseline_peak(p, &which, &target);
     p->base_least_of = which;
     p->base_least_target = target;
 }
 
 /* The orders the exit-3 line places and fit_arena falls back to: 0 the
- * least-peak plan's, 1 the least baseline's (only when it goes lower), 2 store
- * everything. *from as plan.order_from. Call least_peak first. */
+ * least-peak plan's (call least_peak first), 1 the least baseline's, 2 store
+ * everything. *from as plan.order_from. */
 static int candidate_order(plan *p, int k, mp_rsched *s, int *from, mp_err *err)
 {
     if (k == 0) {
@@ -585,9 +606,8 @@ static int pruned_baseline(plan *p, mp_rbaseline b, int64_t t, mp_rsched *s, mp_
 static int rescue_least_baseline(plan *p, bool *fits)
 {
     mp_err err = {{0}};
-    if (least_peak(p, &err)) goto fail;
     least_baseline(p);
-    if (p->base_least > p->target) return 0; /* INT64_MAX when none goes below the least-peak plan */
+    if (p->base_least > p->target) return 0;
     mp_rsched s;
     mp_rcount c;
     int32_t pruned;
@@ -661,23 +681,33 @@ static int use_cheaper_baseline(plan *p, bool *fits)
     return 0;
 }
 
-/* Plans p->rg: budget, usable, strategy, baselines. MP_EXIT_OK, MP_EXIT_INFEASIBLE
- * (reported unless quiet), or MP_EXIT_USAGE (reported). */
-static int plan_graph(plan *p, bool quiet, bool baselines)
+/* The store-everything order and count, the budget and the usable budget. */
+static int budget_of(plan *p)
 {
     const mp_cli_opts *o = p->o;
     mp_err err = {{0}};
-    if (!p->have_sp &&
+    if (!p->have_base &&
         (mp_rsched_identity(&p->rg, &p->identity, &err) || mp_rsched_count(&p->rg, &p->identity, &p->base, &err))) {
         mp_cli_model_error(p->source, err.msg);
-        return MP_EXIT_USAGE;
+        return -1;
     }
+    p->have_base = true;
     if (o->budget_pct > 0) /* exact for whole percentages: the product fits a long double's 64-bit mantissa */
         p->budget = (int64_t)ceill((long double)p->base.peak_bytes * o->budget_pct / 100.0L);
     else if (o->budget_bytes >= 0) p->budget = o->budget_bytes;
     else p->budget = p->gpu->memory_bytes;
     p->reserve = o->reserve_bytes >= 0 ? o->reserve_bytes : p->onnx ? DEFAULT_RESERVE : 0;
     p->usable = p->budget - p->reserve;
+    return 0;
+}
+
+/* Plans p->rg: budget, usable, strategy, baselines. MP_EXIT_OK, MP_EXIT_INFEASIBLE
+ * (reported unless quiet), or MP_EXIT_USAGE (reported). */
+static int plan_graph(plan *p, bool quiet, bool baselines)
+{
+    const mp_cli_opts *o = p->o;
+    mp_err err = {{0}};
+    if (budget_of(p)) return MP_EXIT_USAGE;
     p->target = p->usable - p->slack;
     p->strategy = o->strategy >= 0 ? o->strategy : STRATEGY_ILP;
     p->time_limit = o->time_limit > 0 ? o->time_limit : DEFAULT_TIME_LIMIT;
@@ -696,7 +726,12 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
     p->pruned = 0;
     if (p->strategy == STRATEGY_ILP) {
         if (plan_ilp(p, &fits) || use_cheaper_baseline(p, &fits)) return MP_EXIT_USAGE;
-        if (!fits && ilp_space_empty(p) && rescue_least_peak(p, &fits)) return MP_EXIT_USAGE;
+        bool may = false;
+        if (!fits && ilp_space_empty(p) && least_peak_may_fit(p, p->target, &may, &err)) {
+            mp_cli_model_error(p->source, err.msg);
+            return MP_EXIT_USAGE;
+        }
+        if (may && rescue_least_peak(p, &fits)) return MP_EXIT_USAGE;
         if (!fits && (ilp_space_empty(p) || p->ilp_failed[0]) && rescue_least_baseline(p, &fits)) return MP_EXIT_USAGE;
         if (!fits && p->ilp_failed[0]) /* nothing found in time: say what is proven about the budget */
             return quiet ? MP_EXIT_INFEASIBLE : report_infeasible(p, "cannot be met by any plan found within the time limit");
@@ -1196,9 +1231,10 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
         }
         mp_rsched_free(&x.s);
     }
-    if (least_peak(p, &err)) return false;
+    bool may;
+    if (least_peak_may_fit(p, p->usable, &may, &err) || (may && least_peak(p, &err))) return false;
     po.arena_target = 0; /* the exit-3 line's placements, so that a budget it states is met given back */
-    for (int k = 0; k < 3; k++) {
+    for (int k = may ? 0 : 1; k < 3; k++) {
         mp_rsched s = {0};
         int from;
         if (candidate_order(p, k, &s, &from, &err)) continue;

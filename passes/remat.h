@@ -245,6 +245,11 @@ int mp_remat_min_peak_range(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
                             mp_err *err);
 int mp_remat_min_peak(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *peak, mp_rplan *p, mp_err *err);
 
+/* A bound below the peak of every plan of the space, from the min-peak
+ * program's LP alone (no search): a small part of mp_remat_min_peak_range's
+ * time, and the bound it starts from. */
+int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *lower, mp_err *err);
+
 /* ---- a bound on every plan (remat_bound.c) ---- */
 
 /* A lower bound on the recompute cost of every order that runs rg's schedule

@@ -1196,6 +1196,29 @@ int mp_remat_min_peak(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *pea
     return mp_remat_min_peak_range(sp, o, peak, &lower, p, err);
 }
 
+int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *lower, mp_err *err)
+{
+    double t0 = now();
+    mp_rsolve_opts def = mp_rsolve_defaults();
+    if (!o) o = &def;
+    if (!sp || !sp->rg) return mp_fail(err, "remat min peak: no decision space");
+    *lower = sp->base_peak;
+    if (sp->ncand == 0 || sp->rg->nnodes == 0) return 0;
+    bool ok;
+    *lower = peak_floor(sp, err, &ok);
+    if (!ok) return -1;
+    int32_t *got = malloc(((size_t)sp->ndrop + 1) * sizeof *got);
+    if (!got) return mp_fail(err, "out of memory in the remat min peak");
+    /* feasible_only: the LP and its rounding, no branch and bound */
+    solve_out so;
+    double limit = o->time_limit > 0 ? o->time_limit : 5;
+    int rc = solve_once(sp, 0, true, true, NULL, 0, t0 + limit, 0, o->progress, got, &so, err);
+    free(got);
+    if (rc) return -1;
+    if (so.lp_done && so.lp_bound * (1 - 1e-9) > (double)*lower) *lower = (int64_t)floor(so.lp_bound * (1 - 1e-9));
+    return 0;
+}
+
 int mp_remat_min_peak_range(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *peak, int64_t *lower, mp_rplan *p,
                             mp_err *err)
 {

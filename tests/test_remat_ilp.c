@@ -292,7 +292,7 @@ static double any_plan_bound_checked(const mp_rgraph *rg, const mp_rspace *sp, i
 START_TEST(oracle)
 {
     int32_t tested = 0, budgets = 0, with_drops = 0, nontrivial = 0, several = 0, cheaper = 0, inside = 0;
-    int32_t bounded = 0, tight = 0, peak_tight = 0, retaining = 0, retain_cheaper = 0, retain_dearer = 0;
+    int32_t bounded = 0, tight = 0, peak_tight = 0, bound_tight = 0, retaining = 0, retain_cheaper = 0, retain_dearer = 0;
     for (uint64_t seed = 1; tested < 250; seed++) {
         ck_assert_msg(seed < 2000, "too few instances small enough to enumerate");
         tgraph tg;
@@ -369,6 +369,11 @@ START_TEST(oracle)
         int64_t mpk;
         ck_assert(!mp_rplan_peak(&sp, &mpp, NULL, &mpk, &err) && mpk == minp);
         mp_rplan_free(&mpp);
+        int64_t lp_lower; /* the LP's bound: below the least peak (the CLI skips the search when it is above) */
+        ck_assert_msg(!mp_remat_min_peak_bound(&sp, &o, &lp_lower, &err), "%s", err.msg);
+        ck_assert_msg(lp_lower <= minp && lp_lower >= sp.resident_bytes, "seed %llu: min-peak LP bound %lld, oracle %lld",
+                      (unsigned long long)seed, (long long)lp_lower, (long long)minp);
+        bound_tight += lp_lower == minp;
 
         /* (1) + (3) + (5): budgets from below the least peak to store everything, ascending */
         int64_t b[8];
@@ -417,10 +422,10 @@ START_TEST(oracle)
     printf("oracle: %d instances (%d with droppable values), %d budgets, %d with a recompute cost; %d values with "
            "several gaps, %d budgets cheaper than with one gap per value, %d candidates making an input inside; "
            "the bound on every plan is above 0 at %d budgets, equal to the least cost at %d; the bound on every "
-           "plan's peak equals the least peak on %d instances; %d retaining candidates, retention cheaper at %d "
+           "plan's peak equals the least peak on %d instances, the space's LP bound on %d; %d retaining candidates, retention cheaper at %d "
            "budgets, dearer at %d\n",
-           tested, with_drops, budgets, nontrivial, several, cheaper, inside, bounded, tight, peak_tight, retaining,
-           retain_cheaper, retain_dearer);
+           tested, with_drops, budgets, nontrivial, several, cheaper, inside, bounded, tight, peak_tight, bound_tight,
+           retaining, retain_cheaper, retain_dearer);
     ck_assert_int_ge(peak_tight, 100);
     ck_assert_int_ge(bounded, 100);
     ck_assert_int_ge(tight, 50);
