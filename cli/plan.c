@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -174,6 +175,18 @@ typedef struct baseline_row {
     double overhead_pct;
 } baseline_row;
 
+/* The bound on every plan, computed beside the planning (bound_start). */
+typedef struct bound_job {
+    const mp_rgraph *rg;
+    int64_t usable;
+    double cost;
+    int32_t step;
+    int rc;
+    mp_err err;
+    pthread_t thread;
+    bool started, running;
+} bound_job;
+
 typedef struct plan {
     const mp_cli_opts *o;
     const char *source;         /* the model or graph file, for messages */
@@ -223,12 +236,43 @@ typedef struct plan {
     baseline_row rows[MP_RBASE_COUNT];
     double any_bound;           /* no plan that fits the usable budget recomputes less (mp_remat_any_plan_bound) */
     int32_t any_bound_step;     /* the step that gives it; -1: not computed, or no step exceeds the budget */
+    bound_job bound;            /* computing them beside the planning */
     /* --batch max */
     bool batch_max;
     int64_t batch, batch_plain; /* largest batch that fits with recomputation, without */
     int probes;
     bool capped;
 } plan;
+
+/* The bound on every plan depends only on the graph and the usable budget,
+ * so it is computed on a second thread while the plan is made (GLPK keeps an
+ * environment per thread): on two cores its time is hidden. */
+static void *any_bound_thread(void *arg)
+{
+    bound_job *j = arg;
+    j->rc = mp_remat_any_plan_bound(j->rg, j->usable, ANY_BOUND_SECONDS, &j->cost, &j->step, &j->err);
+    return NULL;
+}
+
+static void bound_start(plan *p)
+{
+    p->bound = (bound_job){.rg = &p->rg, .usable = p->usable, .step = -1};
+    p->bound.running = pthread_create(&p->bound.thread, NULL, any_bound_thread, &p->bound) == 0;
+    p->bound.started = true;
+}
+
+/* Waits for the bound (or computes it here when no thread could start);
+ * before p->rg is freed. report: say why it failed. */
+static int bound_finish(plan *p, bool report)
+{
+    if (!p->bound.started) return 0;
+    if (p->bound.running) pthread_join(p->bound.thread, NULL);
+    else any_bound_thread(&p->bound);
+    p->bound.started = p->bound.running = false;
+    p->any_bound = p->bound.cost, p->any_bound_step = p->bound.step;
+    if (p->bound.rc && report) mp_cli_model_error(p->source, p->bound.err.msg);
+    return p->bound.rc;
+}
 
 /* The solve proved that no plan of the ILP's space fits (a baseline's order was given). */
 static bool ilp_space_empty(const plan *p) { return p->solved && p->status && !strcmp(p->status, "infeasible"); }
@@ -1440,15 +1484,13 @@ int mp_cmd_plan(const mp_cli_opts *o)
         bo.batch = best; /* at batch 1 with no fit, the plan below reports the smallest budget */
         p.batch_max = true;
     }
-    if (load_graph(&p, &bo)) goto done;
+    if (load_graph(&p, &bo) || budget_of(&p)) goto done;
+    bound_start(&p);
     rc = plan_graph(&p, false, true);
     if (rc == MP_EXIT_OK) rc = fit_arena(&p, &bo);
     if (rc != MP_EXIT_OK) goto done;
     rc = MP_EXIT_USAGE;
-    if (mp_remat_any_plan_bound(&p.rg, p.usable, ANY_BOUND_SECONDS, &p.any_bound, &p.any_bound_step, &err)) {
-        mp_cli_model_error(p.source, err.msg);
-        goto done;
-    }
+    if (bound_finish(&p, true)) goto done;
     if (mp_cli_render(p.source, render, &p, o->json, &out, &outlen)) goto done;
     if (o->schedule && mp_rsched_write_json(&p.rg, &p.order, o->schedule, &err)) {
         mp_cli_error("--schedule: %s", err.msg);
@@ -1461,6 +1503,7 @@ int mp_cmd_plan(const mp_cli_opts *o)
         rc = MP_EXIT_USAGE;
     }
 done:
+    bound_finish(&p, false); /* before the graph it reads is freed */
     free(out);
     plan_free(&p);
     return rc;
