@@ -1209,7 +1209,46 @@ typedef struct fallback {
     mp_rsched s;
     mp_rcount c;
     int from, target; /* the baseline; which of adopt_placed_order's targets */
+    bool known;       /* placed already (place_pair): whether without error, and its arena */
+    bool placed;
+    mp_plan_info info;
 } fallback;
+
+/* One placement, run on a thread of its own. */
+typedef struct place_job {
+    const char *model;
+    mp_plan_opts po;
+    fallback *f;
+    mp_err err;
+} place_job;
+
+static void *place_thread(void *arg)
+{
+    place_job *j = arg;
+    memset(&j->f->info, 0, sizeof j->f->info);
+    j->f->placed = !mp_plan_measure(j->model, &j->po, &j->f->s, &j->f->info, &j->err);
+    j->f->known = true;
+    return NULL;
+}
+
+/* Places a, and b (or NULL) beside it on a second thread when the machine
+ * has two cores. Each placement's work is fixed, so its arena is the same
+ * either way, and the caller takes them in the order it would have placed
+ * them, so the order chosen is too. When a fits the usable budget, b's
+ * search is cancelled: a is the one taken, and b is left unplaced. */
+static void place_pair(const char *model, const mp_plan_opts *po, int64_t usable, fallback *a, fallback *b)
+{
+    atomic_bool stop = false;
+    place_job ja = {.model = model, .po = *po, .f = a}, jb = {.model = model, .po = *po, .f = b};
+    jb.po.arena_cancel = &stop;
+    pthread_t t;
+    bool second = b && sysconf(_SC_NPROCESSORS_ONLN) >= 2 && pthread_create(&t, NULL, place_thread, &jb) == 0;
+    place_thread(&ja);
+    if (!second) return;
+    if (a->placed && a->info.arena_bytes <= usable) atomic_store(&stop, true);
+    pthread_join(t, NULL);
+    if (atomic_load(&stop)) b->known = false;
+}
 
 static bool same_order(const mp_rsched *a, const mp_rsched *b)
 {
@@ -1235,8 +1274,8 @@ static void add_fallback(plan *p, int b, int t, int64_t target, fallback *f, int
 /* The last resort when re-planning keeps fragmenting. First the baselines'
  * own orders for this budget (and for it less the slack, or less what the
  * order for the budget added when placed), the cheapest whose arena fits as
- * placed: they are placed cheapest first, the budget the search's target, so
- * the first that fits is taken; else the orders the exit-3 line places (the
+ * placed: they are placed cheapest first (two at a time, place_pair), the
+ * budget the search's target, so the first that fits is taken; else the orders the exit-3 line places (the
  * least-peak plan's, greedy's at its least target, store everything), the
  * first whose arena fits. So the order given costs no more than a baseline
  * shown beside it that fits, and a budget that line proves feasible succeeds
@@ -1257,20 +1296,21 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
         if (p->slack) add_fallback(p, b, 1, p->usable - p->slack, f, &n);
     }
     while (n > 0) {
-        int k = 0;
+        int k = 0, next = -1; /* the cheapest, and the cheapest other not placed yet */
         for (int j = 1; j < n; j++)
             if (f[j].c.recompute_cost < f[k].c.recompute_cost) k = j;
+        for (int j = 0; j < n; j++)
+            if (j != k && !f[j].known && (next < 0 || f[j].c.recompute_cost < f[next].c.recompute_cost)) next = j;
+        if (!f[k].known) place_pair(o->model, &po, p->usable, &f[k], next >= 0 ? &f[next] : NULL);
         fallback x = f[k];
         f[k] = f[--n];
-        mp_plan_info info = {0};
-        bool placed = !mp_plan_measure(o->model, &po, &x.s, &info, &err);
-        if (placed && info.arena_bytes <= p->usable) {
+        if (x.placed && x.info.arena_bytes <= p->usable) {
             for (int j = 0; j < n; j++) mp_rsched_free(&f[j].s);
-            return adopt_order(p, &x.s, &x.c, &po, &info, x.from);
+            return adopt_order(p, &x.s, &x.c, &po, &x.info, x.from);
         }
-        if (placed && x.target == 0) {
-            int64_t margin = info.arena_bytes - info.lower_bound;
-            if (margin < info.arena_bytes - p->usable) margin = info.arena_bytes - p->usable;
+        if (x.placed && x.target == 0) {
+            int64_t margin = x.info.arena_bytes - x.info.lower_bound;
+            if (margin < x.info.arena_bytes - p->usable) margin = x.info.arena_bytes - p->usable;
             add_fallback(p, x.from, 2, p->usable - margin - mp_arena_defaults().alignment, f, &n);
         }
         mp_rsched_free(&x.s);

@@ -274,6 +274,7 @@ int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, con
     mp_arena_opts ao = mp_arena_defaults();
     ao.time_limit = o->arena_seconds;
     ao.target = o->arena_target;
+    ao.cancel = o->arena_cancel;
     if (o->arena_work > 0) { /* the work, not the clock: time is only a safety net, far above what it takes */
         ao.work_limit = o->arena_work;
         ao.time_limit = 30 * o->arena_seconds;

@@ -55,7 +55,10 @@ typedef struct inst {
     int64_t *lowers;     /* n: lower of by_lower[k] */
     int32_t *part_at;    /* nparts + 1: part k is by_lower[part_at[k] .. part_at[k+1]) */
     int32_t nparts;
+    const atomic_bool *cancel; /* mp_arena_opts.cancel */
 } inst;
+
+static bool cancelled(const inst *in) { return in->cancel && atomic_load(in->cancel); }
 
 typedef struct key3 {
     int64_t k1, k2;
@@ -531,6 +534,7 @@ typedef struct search {
     int64_t nodes, node_budget;
     int64_t work, work_budget; /* buffers visited: a measure of time that is the same on every run */
     double deadline;
+    const inst *in;
 } search;
 
 static void search_free(search *s)
@@ -778,7 +782,7 @@ static int search_split(search *s, int32_t lo, int32_t hi, int32_t depth, int64_
 static int search_dfs(search *s, int32_t lo, int32_t hi, int32_t depth, int64_t last_off, int32_t last_pre)
 {
     if (s->nodes >= s->node_budget || s->work >= s->work_budget || s->umin.oom || s->ufloor.oom) return LIMIT;
-    if ((++s->nodes & 15) == 0 && now() > s->deadline) return LIMIT; /* a node can take 0.3 ms */
+    if ((++s->nodes & 15) == 0 && (now() > s->deadline || cancelled(s->in))) return LIMIT; /* a node: up to 0.3 ms */
     cand *c = s->scratch;
     int32_t nc = 0;
     int64_t min_top = INT64_MAX;
@@ -855,10 +859,11 @@ static int search_part(const inst *in, int32_t k, int64_t cap, double deadline, 
     }
     s.cap = cap;
     s.deadline = deadline;
+    s.in = in;
     int rc = LIMIT;
     int64_t budget = 2 * (int64_t)s.m + 16;
     if (!search_fits(&s, 0, s.nsec, 0)) rc = INFEASIBLE;
-    while (rc == LIMIT && now() < deadline && left->nodes > 0 && left->work > 0) {
+    while (rc == LIMIT && now() < deadline && left->nodes > 0 && left->work > 0 && !cancelled(in)) {
         for (size_t h = 0; h < sizeof heuristics / sizeof *heuristics && rc == LIMIT; h++) {
             search_preorder(&s, in, heuristics[h]);
             s.nodes = s.work = 0;
@@ -868,7 +873,7 @@ static int search_part(const inst *in, int32_t k, int64_t cap, double deadline, 
             *nodes += s.nodes;
             left->nodes -= s.nodes;
             left->work -= s.work;
-            if (now() > deadline || left->nodes <= 0 || left->work <= 0) break;
+            if (now() > deadline || left->nodes <= 0 || left->work <= 0 || cancelled(in)) break;
         }
         budget = budget < INT64_MAX / 2 ? 2 * budget : INT64_MAX;
     }
@@ -915,7 +920,9 @@ static void search_improve(const inst *in, const mp_arena_opts *o, int64_t bound
             if (o->work_limit > 0) spend.work = max64(0, spend.work - (o->work_limit - o->work_limit / 2));
             if (o->node_limit > 0) spend.nodes = max64(0, spend.nodes - (o->node_limit - o->node_limit / 2));
         }
-        if (lo >= hi || target_met(target, hi, bound) || now() >= end || spend.nodes <= 0 || spend.work <= 0) break;
+        if (lo >= hi || target_met(target, hi, bound) || now() >= end || spend.nodes <= 0 || spend.work <= 0 ||
+            cancelled(in))
+            break;
         bool at_bound = probe <= first_target && !counted && !target_missed;
         int64_t cap = probe == 0 && first_target ? target : at_bound ? lo : lo + ((hi - lo) / g / 2) * g;
         double left = end - now();
@@ -957,6 +964,7 @@ static int assign_all(const mp_arena_buf *bufs, int32_t n, const mp_arena_opts *
         return mp_fail(err, "arena: negative time or node limit");
     inst in;
     int rc = inst_init(&in, bufs, n, o->alignment, err);
+    in.cancel = o->cancel;
     int64_t lb_units = 0;
     int32_t *order = NULL;
     int64_t *k1 = NULL, *k2 = NULL, *alt = NULL;

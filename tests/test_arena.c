@@ -7,9 +7,11 @@
  * input is refused, and the verifier catches each corruption of a valid plan. */
 #include <check.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "frontend/infer.h"
 #include "frontend/onnx.h"
@@ -308,6 +310,96 @@ START_TEST(test_target_met_halves_limit)
 }
 END_TEST
 
+/* A cancelled search stops at once (another thread no longer needs its
+ * result): the heuristics' assignment comes back, valid, where the same
+ * search left alone visits thousands of nodes. */
+START_TEST(test_cancel_stops_search)
+{
+    enum { NB = 160, LIMIT = 2000 };
+    mp_arena_buf b[NB];
+    int64_t off[NB];
+    int cases = 0;
+    for (int t = 0; t < 12; t++) {
+        random_buffers(b, NB);
+        mp_arena_opts o = mp_arena_defaults();
+        o.alignment = 1;
+        o.time_limit = 60;
+        o.node_limit = LIMIT;
+        mp_arena_result run, stopped;
+        mp_err err = {{0}};
+        ck_assert_msg(mp_arena_assign(b, NB, &o, off, &run, &err) == 0, "%s", err.msg);
+        if (run.nodes <= LIMIT / 2) continue; /* the search ended by itself */
+        atomic_bool cancel = true;
+        o.cancel = &cancel;
+        ck_assert_msg(mp_arena_assign(b, NB, &o, off, &stopped, &err) == 0, "%s", err.msg);
+        ck_assert_msg(mp_offsets_verify(b, NB, off, stopped.arena_bytes, -1, &err) == 0, "%s", err.msg);
+        ck_assert_int_le(stopped.nodes, 16 * MP_ARENA_METHOD_COUNT);
+        ck_assert_int_ge(stopped.arena_bytes, run.arena_bytes);
+        cases++;
+    }
+    ck_assert_int_gt(cases, 3);
+}
+END_TEST
+
+/* Cancelled while it runs: a search with half a minute of time and no node
+ * limit returns soon after another thread sets the flag. */
+typedef struct cancel_job {
+    const mp_arena_buf *b;
+    int32_t n;
+    mp_arena_opts o;
+    int64_t *off;
+    mp_arena_result r;
+    int rc;
+} cancel_job;
+
+static void *cancel_job_run(void *arg)
+{
+    cancel_job *j = arg;
+    mp_err err = {{0}};
+    j->rc = mp_arena_assign(j->b, j->n, &j->o, j->off, &j->r, &err);
+    return NULL;
+}
+
+START_TEST(test_cancel_while_searching)
+{
+    enum { NB = 160, LIMIT = 2000 };
+    mp_arena_buf b[NB];
+    int64_t off[NB];
+    int cases = 0;
+    for (int t = 0; t < 40 && cases < 2; t++) {
+        random_buffers(b, NB);
+        mp_arena_opts o = mp_arena_defaults();
+        o.alignment = 1;
+        o.time_limit = 60;
+        o.node_limit = LIMIT;
+        mp_arena_result run;
+        mp_err err = {{0}};
+        ck_assert_msg(mp_arena_assign(b, NB, &o, off, &run, &err) == 0, "%s", err.msg);
+        if (run.nodes <= LIMIT / 2) continue; /* the search ends by itself: nothing to cancel */
+        atomic_bool cancel = false;
+        cancel_job j = {.b = b, .n = NB, .o = o, .off = off};
+        j.o.time_limit = 30;
+        j.o.node_limit = 0;
+        j.o.cancel = &cancel;
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, cancel_job_run, &j), 0);
+        struct timespec pause = {0, 50 * 1000 * 1000}, t0, t1;
+        nanosleep(&pause, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        atomic_store(&cancel, true);
+        pthread_join(th, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        ck_assert_int_eq(j.rc, 0);
+        ck_assert_msg(mp_offsets_verify(b, NB, off, j.r.arena_bytes, -1, &err) == 0, "%s", err.msg);
+        if (j.r.optimal) continue; /* proven before the flag was set */
+        ck_assert_msg(waited < 10, "the search went on %.1f s after it was cancelled", waited);
+        cases++;
+    }
+    ck_assert_int_ge(cases, 1);
+}
+END_TEST
+
 /* Buffers over the whole horizon (parameters, optimizer state) are stacked at
  * the bottom and the rest assigned above them: still the brute-force optimum,
  * the bound still counts them, and each stacked buffer lies below every other. */
@@ -504,6 +596,8 @@ int main(void)
     tcase_add_test(tc, test_search_matches_brute_force);
     tcase_add_test(tc, test_node_limit_reproducible);
     tcase_add_test(tc, test_target_met_halves_limit);
+    tcase_add_test(tc, test_cancel_stops_search);
+    tcase_add_test(tc, test_cancel_while_searching);
     tcase_add_test(tc, test_whole_horizon_stacked);
     tcase_add_test(tc, test_large_instance);
     tcase_add_test(tc, test_training_step);
