@@ -203,7 +203,6 @@ typedef struct plan {
     char out_failed[sizeof(mp_err) + 300]; /* -o failed after the arena fit: reported after the table */
     int strategy;
     double time_limit;
-    bool have_base;             /* identity and base are made */
     mp_rsched identity;
     mp_rcount base;             /* the store-everything order */
     mp_rspace sp;
@@ -245,8 +244,10 @@ typedef struct plan {
 } plan;
 
 /* The bound on every plan depends only on the graph and the usable budget,
- * so it is computed on a second thread while the plan is made (GLPK keeps an
- * environment per thread): on two cores its time is hidden. */
+ * so it is computed on a second thread while the plan is placed (GLPK keeps
+ * an environment per thread): on two cores its time is hidden. It starts
+ * once a plan is found, so that it takes no time from the solves before, nor
+ * from an exit-3 line's searches. */
 static void *any_bound_thread(void *arg)
 {
     bound_job *j = arg;
@@ -292,7 +293,7 @@ static void plan_free(plan *p)
     mp_rgraph_free(&p->rg);
     free(p->recomputed);
     if (p->onnx) mp_cli_step_free(&p->step);
-    p->have_rp = p->have_sp = p->have_base = p->have_least = p->have_space_floor = p->have_base_least = false;
+    p->have_rp = p->have_sp = p->have_least = p->have_space_floor = p->have_base_least = false;
     p->recomputed = NULL;
     p->onnx = false;
 }
@@ -725,33 +726,23 @@ static int use_cheaper_baseline(plan *p, bool *fits)
     return 0;
 }
 
-/* The store-everything order and count, the budget and the usable budget. */
-static int budget_of(plan *p)
-{
-    const mp_cli_opts *o = p->o;
-    mp_err err = {{0}};
-    if (!p->have_base &&
-        (mp_rsched_identity(&p->rg, &p->identity, &err) || mp_rsched_count(&p->rg, &p->identity, &p->base, &err))) {
-        mp_cli_model_error(p->source, err.msg);
-        return -1;
-    }
-    p->have_base = true;
-    if (o->budget_pct > 0) /* exact for whole percentages: the product fits a long double's 64-bit mantissa */
-        p->budget = (int64_t)ceill((long double)p->base.peak_bytes * o->budget_pct / 100.0L);
-    else if (o->budget_bytes >= 0) p->budget = o->budget_bytes;
-    else p->budget = p->gpu->memory_bytes;
-    p->reserve = o->reserve_bytes >= 0 ? o->reserve_bytes : p->onnx ? DEFAULT_RESERVE : 0;
-    p->usable = p->budget - p->reserve;
-    return 0;
-}
-
 /* Plans p->rg: budget, usable, strategy, baselines. MP_EXIT_OK, MP_EXIT_INFEASIBLE
  * (reported unless quiet), or MP_EXIT_USAGE (reported). */
 static int plan_graph(plan *p, bool quiet, bool baselines)
 {
     const mp_cli_opts *o = p->o;
     mp_err err = {{0}};
-    if (budget_of(p)) return MP_EXIT_USAGE;
+    if (!p->have_sp &&
+        (mp_rsched_identity(&p->rg, &p->identity, &err) || mp_rsched_count(&p->rg, &p->identity, &p->base, &err))) {
+        mp_cli_model_error(p->source, err.msg);
+        return MP_EXIT_USAGE;
+    }
+    if (o->budget_pct > 0) /* exact for whole percentages: the product fits a long double's 64-bit mantissa */
+        p->budget = (int64_t)ceill((long double)p->base.peak_bytes * o->budget_pct / 100.0L);
+    else if (o->budget_bytes >= 0) p->budget = o->budget_bytes;
+    else p->budget = p->gpu->memory_bytes;
+    p->reserve = o->reserve_bytes >= 0 ? o->reserve_bytes : p->onnx ? DEFAULT_RESERVE : 0;
+    p->usable = p->budget - p->reserve;
     p->target = p->usable - p->slack;
     p->strategy = o->strategy >= 0 ? o->strategy : STRATEGY_ILP;
     p->time_limit = o->time_limit > 0 ? o->time_limit : DEFAULT_TIME_LIMIT;
@@ -1275,9 +1266,9 @@ static void add_fallback(plan *p, int b, int t, int64_t target, fallback *f, int
  * own orders for this budget (and for it less the slack, or less what the
  * order for the budget added when placed), the cheapest whose arena fits as
  * placed: they are placed cheapest first (two at a time, place_pair), the
- * budget the search's target, so the first that fits is taken; else the orders the exit-3 line places (the
- * least-peak plan's, greedy's at its least target, store everything), the
- * first whose arena fits. So the order given costs no more than a baseline
+ * budget the search's target, so the first that fits is taken; else the
+ * orders the exit-3 line places (the least-peak plan's, greedy's at its least
+ * target, store everything), the first whose arena fits. So the order given costs no more than a baseline
  * shown beside it that fits, and a budget that line proves feasible succeeds
  * given back. True when one was taken. */
 static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
@@ -1524,9 +1515,9 @@ int mp_cmd_plan(const mp_cli_opts *o)
         bo.batch = best; /* at batch 1 with no fit, the plan below reports the smallest budget */
         p.batch_max = true;
     }
-    if (load_graph(&p, &bo) || budget_of(&p)) goto done;
-    bound_start(&p);
+    if (load_graph(&p, &bo)) goto done;
     rc = plan_graph(&p, false, true);
+    if (rc == MP_EXIT_OK) bound_start(&p); /* beside the placement, whose work (not time) is fixed */
     if (rc == MP_EXIT_OK) rc = fit_arena(&p, &bo);
     if (rc != MP_EXIT_OK) goto done;
     rc = MP_EXIT_USAGE;
