@@ -1284,13 +1284,18 @@ static const char *lower_sce(cg *c, const mp_node *n)
     if (!grad) {
         int32_t lp = nll ? scores : vout(n, 1);
         if (lp < 0 || T(c, lp) < 0) return "no log_prob output";
-        if (!nll && (e = softmax(c, 1, p[SCE_N], p[SCE_C], p[SCE_D], scores, lp, -1))) return e;
         if (p[SCE_NONE] && numel(c, vout(n, 0)) != p[SCE_N] * p[SCE_D]) return "a loss of other than one entry per item";
-        if (p[SCE_NONE] && !numel(c, vout(n, 0))) return NULL;
-        EMIT(I, MP_CU_SCE_LOSS, p[SCE_NONE] ? numel(c, vout(n, 0)) : 1);
-        memcpy(I->p, p, sizeof p);
-        I->t[0] = T(c, lp), I->t[1] = T(c, labels), I->t[2] = T(c, vout(n, 0)), I->t[3] = T(c, w);
-        if (!nll && mp_dtype_is_half(V(c, lp)->dtype)) I->t[4] = T(c, scores); /* the fp32 log_prob, recomputed */
+        /* A 16-bit log_prob: the loss recomputes the fp32 log_prob from the scores, so it runs before the
+         * SOFTMAX, which may write log_prob over the scores (passes/train.c in_place_ops) */
+        bool recompute = !nll && mp_dtype_is_half(V(c, lp)->dtype);
+        if (!nll && !recompute && (e = softmax(c, 1, p[SCE_N], p[SCE_C], p[SCE_D], scores, lp, -1))) return e;
+        if (!p[SCE_NONE] || numel(c, vout(n, 0))) {
+            EMIT(I, MP_CU_SCE_LOSS, p[SCE_NONE] ? numel(c, vout(n, 0)) : 1);
+            memcpy(I->p, p, sizeof p);
+            I->t[0] = T(c, lp), I->t[1] = T(c, labels), I->t[2] = T(c, vout(n, 0)), I->t[3] = T(c, w);
+            if (recompute) I->t[4] = T(c, scores); /* the fp32 log_prob, recomputed; x0 is not read */
+        }
+        if (recompute && (e = softmax(c, 1, p[SCE_N], p[SCE_C], p[SCE_D], scores, lp, -1))) return e;
         return NULL;
     }
     need_ws(c, sizeof(double));

@@ -587,7 +587,8 @@ enum { SCE_N = 0, SCE_C, SCE_D, SCE_MEAN, SCE_HAS_IGNORE, SCE_IGNORE, SCE_PHASE,
 
 /* SoftmaxCrossEntropyLoss whose log_prob is 16-bit (x4 the scores): the CPU's fp32 kernel sums the loss
  * over its fp32 log_prob, which it rounds to 16 bits only afterwards, so entry (n, c, d) is recomputed
- * here as that kernel and the single-thread MP_CU_SOFTMAX compute it, rounded to fp32. */
+ * here as that kernel and the single-thread MP_CU_SOFTMAX compute it, rounded to fp32. SCE_LOSS then runs
+ * before the SOFTMAX that writes log_prob, which may be over the scores (passes/train.c in_place_ops). */
 MP_HD double mp_cu_sce_log_prob(const mp_cu_args *a, int64_t n, int64_t c, int64_t d)
 {
     int64_t C = a->p[SCE_C], D = a->p[SCE_D];
