@@ -2566,6 +2566,10 @@ static const char *const ops16[] = {
      * gradient's mean and rstd stay doubles in the workspace); GatherGrad: SCATTER_ADD in double into the
      * workspace, then one rounding */
     "Softmax", "SoftmaxGrad", "LayerNormalization", "LayerNormalizationGrad", "GatherGrad",
+    /* CONV, CONV_DX, CONV_DW (never cuDNN for a 16-bit operand), BN_STATS, BN_APPLY, POOL, POOL_DX: sums in
+     * double, each stored element rounded once (Conv's bias added to its fp32 sum in fp32, as the CPU's
+     * add_bias; BN's statistics stay doubles in the workspace); ConvGrad's dB one REDUCE */
+    "Conv", "ConvGrad", "BatchNormalization", "BatchNormalizationGrad", "MaxPool", "MaxPoolGrad",
     /* the updates read a 16-bit gradient widened; master and state are fp32; fp16's loss scale */
     "SGDUpdate", "MomentumUpdate", "AdamUpdate", "AdafactorUpdate", "LossScale", "AllFinite", "LossScaleUpdate",
     NULL,

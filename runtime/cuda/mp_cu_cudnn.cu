@@ -110,7 +110,11 @@ int mp_cu_cudnn_conv(const mp_cu_plan *p, const mp_cu_instr *I, const mp_cu_args
     if (!enabled) return 0;
     conv_state *c = &states[I - p->ins];
     if (!c->state) {
-        c->state = setup(I, c) ? 1 : -1;
+        /* fp32 only: a 16-bit operand (--precision bf16|fp16) runs the direct kernel, which widens it and
+         * rounds each output once as the CPU does; cuDNN's half types would round its own way */
+        int f32 = 1;
+        for (int k = 0; k < 4; k++) f32 &= !a->x[k] || a->dt[k] == MP_CU_F32;
+        c->state = f32 && setup(I, c) ? 1 : -1;
         if (c->state > 0) n_on++;
         else n_direct++;
         if (c->state < 0 && getenv("MP_CU_VERBOSE")) fprintf(stderr, "plan: '%s' runs the direct kernel\n", p->nodes[I->node]);

@@ -765,12 +765,13 @@ MP_HD int mp_cu_bn_train(const mp_cu_args *a) { return a->p[BN_MODE] == BN_FWD_T
 MP_HD double mp_cu_bn_part(const mp_cu_args *a, int64_t c, int what, double mu, double rstd, int64_t e0, int64_t step)
 {
     int64_t C = a->p[BN_C], S = a->p[BN_S], cnt = a->p[BN_N] * S;
-    const float *x = (const float *)a->x[a->p[BN_MODE] >= BN_GRAD_TRAIN ? 1 : 0], *dy = (const float *)a->x[0];
+    int xk = a->p[BN_MODE] >= BN_GRAD_TRAIN ? 1 : 0;
     double s = 0;
     for (int64_t e = e0; e < cnt; e += step) {
         int64_t i = (e / S * C + c) * S + e % S;
-        double d = x[i] - mu;
-        s += what == BN_SUM_X ? x[i] : what == BN_SUM_DEV2 ? d * d : what == BN_SUM_DY ? dy[i] : dy[i] * d * rstd;
+        double xi = mp_cu_ld(a->x[xk], a->dt[xk], i), d = xi - mu;
+        s += what == BN_SUM_X ? xi : what == BN_SUM_DEV2 ? d * d
+           : what == BN_SUM_DY ? mp_cu_ld(a->x[0], a->dt[0], i) : mp_cu_ld(a->x[0], a->dt[0], i) * d * rstd;
     }
     return s;
 }
@@ -783,26 +784,26 @@ MP_HD void mp_cu_bn_stats_of(const mp_cu_args *a, int64_t c, double sum_x, doubl
     if (mp_cu_bn_train(a)) {
         *mu = cnt ? sum_x / cnt : 0, *var = cnt ? sum_dev2 / cnt : 0;
     } else {
-        *mu = ((const float *)a->x[grad ? 2 : 1])[c], *var = ((const float *)a->x[grad ? 3 : 2])[c];
+        *mu = mp_cu_ld(a->x[grad ? 2 : 1], a->dt[grad ? 2 : 1], c), *var = mp_cu_ld(a->x[grad ? 3 : 2], a->dt[grad ? 3 : 2], c);
     }
 }
 
 MP_HD void mp_cu_bn_fwd_finish(const mp_cu_args *a, int64_t c, double mu, double var)
 {
-    double rm = ((const float *)a->x[1])[c], rv = ((const float *)a->x[2])[c], mom = a->f[1];
-    double *ws = (double *)a->x[7];
-    if (mp_cu_bn_train(a) && a->x[3]) ((float *)a->x[3])[c] = (float)(rm * mom + mu * (1 - mom));
-    if (mp_cu_bn_train(a) && a->x[4]) ((float *)a->x[4])[c] = (float)(rv * mom + var * (1 - mom));
-    if (a->x[5]) ((float *)a->x[5])[c] = (float)mu;
-    if (a->x[6]) ((float *)a->x[6])[c] = (float)var;
+    double rm = mp_cu_ld(a->x[1], a->dt[1], c), rv = mp_cu_ld(a->x[2], a->dt[2], c), mom = a->f[1];
+    double *ws = (double *)a->x[7]; /* the statistics Y is normalized with stay doubles, as the CPU's */
+    if (mp_cu_bn_train(a) && a->x[3]) mp_cu_st(a->x[3], a->dt[3], c, rm * mom + mu * (1 - mom));
+    if (mp_cu_bn_train(a) && a->x[4]) mp_cu_st(a->x[4], a->dt[4], c, rv * mom + var * (1 - mom));
+    if (a->x[5]) mp_cu_st(a->x[5], a->dt[5], c, mu);
+    if (a->x[6]) mp_cu_st(a->x[6], a->dt[6], c, var);
     ws[2 * c] = mu, ws[2 * c + 1] = var;
 }
 
 MP_HD void mp_cu_bn_grad_finish(const mp_cu_args *a, int64_t c, double mu, double rstd, double sb, double ss)
 {
     double *ws = (double *)a->x[7];
-    if (a->x[4]) ((float *)a->x[4])[c] = (float)ss;
-    if (a->x[5]) ((float *)a->x[5])[c] = (float)sb;
+    if (a->x[4]) mp_cu_st(a->x[4], a->dt[4], c, ss);
+    if (a->x[5]) mp_cu_st(a->x[5], a->dt[5], c, sb);
     ws[4 * c] = mu, ws[4 * c + 1] = rstd, ws[4 * c + 2] = sb, ws[4 * c + 3] = ss;
 }
 
@@ -831,17 +832,17 @@ MP_HD void k_bn_apply(const mp_cu_args *a, int64_t i)
 {
     int64_t C = a->p[BN_C], S = a->p[BN_S], mode = a->p[BN_MODE], c = (i / S) % C;
     const double *ws = (const double *)a->x[3];
-    const float *sc = (const float *)a->x[2 - (mode <= BN_FWD_INFER)];
+    int sk = 2 - (mode <= BN_FWD_INFER);
+    double sc = mp_cu_ld(a->x[sk], a->dt[sk], c);
     if (mode <= BN_FWD_INFER) {
-        const float *x = (const float *)a->x[0], *bi = (const float *)a->x[2];
-        double k = sc[c] / sqrt(ws[2 * c + 1] + a->f[0]);
-        ((float *)a->x[4])[i] = (float)((x[i] - ws[2 * c]) * k + bi[c]);
+        double k = sc / sqrt(ws[2 * c + 1] + a->f[0]);
+        mp_cu_st(a->x[4], a->dt[4], i, (mp_cu_ld(a->x[0], a->dt[0], i) - ws[2 * c]) * k + mp_cu_ld(a->x[2], a->dt[2], c));
         return;
     }
-    const float *dy = (const float *)a->x[0], *x = (const float *)a->x[1];
-    double cnt = (double)(a->p[BN_N] * S), mu = ws[4 * c], rstd = ws[4 * c + 1], g = dy[i], xh = (x[i] - mu) * rstd;
-    double v = mode == BN_GRAD_TRAIN ? sc[c] * rstd * (g - ws[4 * c + 2] / cnt - xh * ws[4 * c + 3] / cnt) : sc[c] * rstd * g;
-    ((float *)a->x[4])[i] = (float)v;
+    double cnt = (double)(a->p[BN_N] * S), mu = ws[4 * c], rstd = ws[4 * c + 1], g = mp_cu_ld(a->x[0], a->dt[0], i);
+    double xh = (mp_cu_ld(a->x[1], a->dt[1], i) - mu) * rstd;
+    double v = mode == BN_GRAD_TRAIN ? sc * rstd * (g - ws[4 * c + 2] / cnt - xh * ws[4 * c + 3] / cnt) : sc * rstd * g;
+    mp_cu_st(a->x[4], a->dt[4], i, v);
 }
 
 /* ---- sliding windows (Conv, pools): N, C, spatial dims up to 3 -------------------------- */
@@ -891,12 +892,12 @@ MP_HD int64_t mp_cu_tap_out(const int64_t *p, const int64_t *iidx, int64_t kp)
     return o;
 }
 
-/* X x0 [N, C, in..], W x1 [M, C/groups, k..], B x2 (or NULL) -> Y x3 [N, M, out..] */
+/* X x0 [N, C, in..], W x1 [M, C/groups, k..], B x2 (or NULL) -> Y x3 [N, M, out..]. The sum is rounded to
+ * fp32 before the bias is added in fp32, as runtime/cpu_conv.c (its GEMM's fp32 output, then add_bias). */
 MP_HD void k_conv(const mp_cu_args *a, int64_t i)
 {
     const int64_t *p = a->p;
     int64_t on = p[W_OUTN], o = i % on, m = (i / on) % p[W_M], n = i / (on * p[W_M]), oidx[MP_CU_MAXSP];
-    const float *x = (const float *)a->x[0], *w = (const float *)a->x[1], *bias = (const float *)a->x[2];
     mp_cu_unflat((int)p[W_NSP], p + W_OUT, o, oidx);
     int64_t c0 = (m / p[W_MG]) * p[W_CG];
     double s = 0;
@@ -904,45 +905,49 @@ MP_HD void k_conv(const mp_cu_args *a, int64_t i)
         int64_t at = mp_cu_tap(p, oidx, kp);
         if (at < 0) continue;
         for (int64_t cg = 0; cg < p[W_CG]; cg++)
-            s += (double)x[(n * p[W_C] + c0 + cg) * p[W_INN] + at] * w[(m * p[W_CG] + cg) * p[W_KN] + kp];
+            s += mp_cu_ld(a->x[0], a->dt[0], (n * p[W_C] + c0 + cg) * p[W_INN] + at) *
+                 mp_cu_ld(a->x[1], a->dt[1], (m * p[W_CG] + cg) * p[W_KN] + kp);
     }
-    ((float *)a->x[3])[i] = (float)(s + (bias ? bias[m] : 0));
+    float y = (float)s;
+    if (a->x[2]) y += (float)mp_cu_ld(a->x[2], a->dt[2], m);
+    mp_cu_st(a->x[3], a->dt[3], i, y);
 }
 
-/* dY x0, W x1 -> dX x2, a thread per element of X */
+/* dY x0, W x1 -> dX x2, a thread per element of X: its terms in runtime/cpu_grad.c ConvGrad's order
+ * (the group's output channels, then the taps), summed in double. */
 MP_HD void k_conv_dx(const mp_cu_args *a, int64_t i)
 {
     const int64_t *p = a->p;
     int64_t inn = p[W_INN], ip = i % inn, c = (i / inn) % p[W_C], n = i / (inn * p[W_C]), iidx[MP_CU_MAXSP];
-    const float *dy = (const float *)a->x[0], *w = (const float *)a->x[1];
     mp_cu_unflat((int)p[W_NSP], p + W_IN, ip, iidx);
     int64_t g = c / p[W_CG], cg = c % p[W_CG];
     double s = 0;
-    for (int64_t kp = 0; kp < p[W_KN]; kp++) {
-        int64_t o = mp_cu_tap_out(p, iidx, kp);
-        if (o < 0) continue;
-        for (int64_t m = g * p[W_MG]; m < (g + 1) * p[W_MG]; m++)
-            s += (double)dy[(n * p[W_M] + m) * p[W_OUTN] + o] * w[(m * p[W_CG] + cg) * p[W_KN] + kp];
-    }
-    ((float *)a->x[2])[i] = (float)s;
+    for (int64_t m = g * p[W_MG]; m < (g + 1) * p[W_MG]; m++)
+        for (int64_t kp = 0; kp < p[W_KN]; kp++) {
+            int64_t o = mp_cu_tap_out(p, iidx, kp);
+            if (o < 0) continue;
+            s += mp_cu_ld(a->x[0], a->dt[0], (n * p[W_M] + m) * p[W_OUTN] + o) *
+                 mp_cu_ld(a->x[1], a->dt[1], (m * p[W_CG] + cg) * p[W_KN] + kp);
+        }
+    mp_cu_st(a->x[2], a->dt[2], i, s);
 }
 
 /* dY x0, X x1 -> dW x2, a thread per element of W. The output positions are
  * walked by an odometer and the tap's offsets kept per dim, so the long loop
- * (every output of every image) has no division. */
+ * (every output of every image) has no division. Each image's sum is added to
+ * the total, as runtime/cpu_grad.c ConvGrad adds them. */
 MP_HD void k_conv_dw(const mp_cu_args *a, int64_t i)
 {
     const int64_t *p = a->p;
     int nsp = (int)p[W_NSP];
     int64_t kp = i % p[W_KN], cg = (i / p[W_KN]) % p[W_CG], m = i / (p[W_KN] * p[W_CG]), kidx[MP_CU_MAXSP];
-    const float *dy = (const float *)a->x[0], *x = (const float *)a->x[1];
     int64_t c = (m / p[W_MG]) * p[W_CG] + cg, base[MP_CU_MAXSP];
     mp_cu_unflat(nsp, p + W_K, kp, kidx);
     for (int d = 0; d < nsp; d++) base[d] = kidx[d] * p[W_D + d] - p[W_PB + d]; /* input position of output 0 */
     double s = 0;
     for (int64_t n = 0; n < p[W_N]; n++) {
-        const float *dyn = dy + (n * p[W_M] + m) * p[W_OUTN], *xn = x + (n * p[W_C] + c) * p[W_INN];
-        int64_t oidx[MP_CU_MAXSP] = {0};
+        int64_t dyn = (n * p[W_M] + m) * p[W_OUTN], xn = (n * p[W_C] + c) * p[W_INN], oidx[MP_CU_MAXSP] = {0};
+        double sn = 0;
         for (int64_t o = 0; o < p[W_OUTN]; o++) {
             int64_t at = 0;
             int d = 0;
@@ -951,11 +956,12 @@ MP_HD void k_conv_dw(const mp_cu_args *a, int64_t i)
                 if (pos < 0 || pos >= p[W_IN + d]) break;
                 at = at * p[W_IN + d] + pos;
             }
-            if (d == nsp) s += (double)dyn[o] * xn[at];
+            if (d == nsp) sn += mp_cu_ld(a->x[0], a->dt[0], dyn + o) * mp_cu_ld(a->x[1], a->dt[1], xn + at);
             for (d = nsp - 1; d >= 0 && ++oidx[d] == p[W_OUT + d]; d--) oidx[d] = 0;
         }
+        s += sn;
     }
-    ((float *)a->x[2])[i] = (float)s;
+    mp_cu_st(a->x[2], a->dt[2], i, s);
 }
 
 /* Taps of output o's window along dim s within [lo, hi) of the input coordinates. */
@@ -980,14 +986,14 @@ MP_HD int64_t mp_cu_avg_count(const int64_t *p, const int64_t *oidx)
 }
 
 /* The first maximum of output o's window in plane pl: its spatial offset, -1 if none. */
-MP_HD int64_t mp_cu_argmax(const int64_t *p, const float *x, int64_t pl, const int64_t *oidx)
+MP_HD int64_t mp_cu_argmax(const int64_t *p, const void *x, int dt, int64_t pl, const int64_t *oidx)
 {
     int64_t best = -1;
-    float bv = 0;
+    double bv = 0;
     for (int64_t kp = 0; kp < p[W_KN]; kp++) {
         int64_t at = mp_cu_tap(p, oidx, kp);
         if (at < 0) continue;
-        float v = x[pl * p[W_INN] + at];
+        double v = mp_cu_ld(x, dt, pl * p[W_INN] + at);
         if (best < 0 || v > bv) best = at, bv = v;
     }
     return best;
@@ -999,11 +1005,10 @@ MP_HD void k_pool(const mp_cu_args *a, int64_t i)
 {
     const int64_t *p = a->p;
     int64_t on = p[W_OUTN], o = i % on, pl = i / on, oidx[MP_CU_MAXSP];
-    const float *x = (const float *)a->x[0];
     mp_cu_unflat((int)p[W_NSP], p + W_OUT, o, oidx);
     if (p[W_KIND] == 0) {
-        int64_t best = mp_cu_argmax(p, x, pl, oidx);
-        ((float *)a->x[1])[i] = best < 0 ? -INFINITY : x[pl * p[W_INN] + best];
+        int64_t best = mp_cu_argmax(p, a->x[0], a->dt[0], pl, oidx);
+        mp_cu_st(a->x[1], a->dt[1], i, best < 0 ? -INFINITY : mp_cu_ld(a->x[0], a->dt[0], pl * p[W_INN] + best));
         if (a->x[2]) {
             int64_t idx = best < 0 ? 0 : best;
             if (p[W_COL_MAJOR] && best >= 0) {
@@ -1019,9 +1024,10 @@ MP_HD void k_pool(const mp_cu_args *a, int64_t i)
     double s = 0;
     for (int64_t kp = 0; kp < p[W_KN]; kp++) {
         int64_t at = mp_cu_tap(p, oidx, kp);
-        if (at >= 0) s += p[W_KIND] == 2 ? pow(fabs((double)x[pl * p[W_INN] + at]), a->f[0]) : x[pl * p[W_INN] + at];
+        double v = at >= 0 ? mp_cu_ld(a->x[0], a->dt[0], pl * p[W_INN] + at) : 0;
+        if (at >= 0) s += p[W_KIND] == 2 ? pow(fabs(v), a->f[0]) : v;
     }
-    ((float *)a->x[1])[i] = (float)(p[W_KIND] == 2 ? pow(s, 1 / a->f[0]) : s / (double)mp_cu_avg_count(p, oidx));
+    mp_cu_st(a->x[1], a->dt[1], i, p[W_KIND] == 2 ? pow(s, 1 / a->f[0]) : s / (double)mp_cu_avg_count(p, oidx));
 }
 
 /* dY x0, X x1 (max without usable indices), Indices x2 (or NULL) -> dX x3, a thread per element of X */
@@ -1029,7 +1035,6 @@ MP_HD void k_pool_dx(const mp_cu_args *a, int64_t i)
 {
     const int64_t *p = a->p;
     int64_t inn = p[W_INN], ip = i % inn, pl = i / inn, iidx[MP_CU_MAXSP], oidx[MP_CU_MAXSP];
-    const float *dy = (const float *)a->x[0], *x = (const float *)a->x[1];
     const int64_t *ind = (const int64_t *)a->x[2];
     mp_cu_unflat((int)p[W_NSP], p + W_IN, ip, iidx);
     double s = 0;
@@ -1038,10 +1043,10 @@ MP_HD void k_pool_dx(const mp_cu_args *a, int64_t i)
         if (o < 0) continue;
         int64_t at = pl * p[W_OUTN] + o;
         mp_cu_unflat((int)p[W_NSP], p + W_OUT, o, oidx);
-        if (p[W_KIND] == 1) s += dy[at] / (double)mp_cu_avg_count(p, oidx);
-        else if (ind ? ind[at] == i : mp_cu_argmax(p, x, pl, oidx) == ip) s += dy[at];
+        if (p[W_KIND] == 1) s += mp_cu_ld(a->x[0], a->dt[0], at) / (double)mp_cu_avg_count(p, oidx);
+        else if (ind ? ind[at] == i : mp_cu_argmax(p, a->x[1], a->dt[1], pl, oidx) == ip) s += mp_cu_ld(a->x[0], a->dt[0], at);
     }
-    ((float *)a->x[3])[i] = (float)s;
+    mp_cu_st(a->x[3], a->dt[3], i, s);
 }
 
 /* ---- Gather and its gradient ---------------------------------------------------------- */
