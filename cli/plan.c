@@ -203,6 +203,7 @@ typedef struct plan {
     char out_failed[sizeof(mp_err) + 300]; /* -o failed after the arena fit: reported after the table */
     int strategy;
     double time_limit;
+    bool have_base;             /* identity and base are made */
     mp_rsched identity;
     mp_rcount base;             /* the store-everything order */
     mp_rspace sp;
@@ -244,10 +245,8 @@ typedef struct plan {
 } plan;
 
 /* The bound on every plan depends only on the graph and the usable budget,
- * so it is computed on a second thread while the plan is placed (GLPK keeps
- * an environment per thread): on two cores its time is hidden. It starts
- * once a plan is found, so that it takes no time from the solves before, nor
- * from an exit-3 line's searches. */
+ * so it is computed on a second thread while the plan is made (GLPK keeps an
+ * environment per thread): on two cores its time is hidden. */
 static void *any_bound_thread(void *arg)
 {
     bound_job *j = arg;
@@ -293,7 +292,7 @@ static void plan_free(plan *p)
     mp_rgraph_free(&p->rg);
     free(p->recomputed);
     if (p->onnx) mp_cli_step_free(&p->step);
-    p->have_rp = p->have_sp = p->have_least = p->have_space_floor = p->have_base_least = false;
+    p->have_rp = p->have_sp = p->have_base = p->have_least = p->have_space_floor = p->have_base_least = false;
     p->recomputed = NULL;
     p->onnx = false;
 }
@@ -726,23 +725,33 @@ static int use_cheaper_baseline(plan *p, bool *fits)
     return 0;
 }
 
-/* Plans p->rg: budget, usable, strategy, baselines. MP_EXIT_OK, MP_EXIT_INFEASIBLE
- * (reported unless quiet), or MP_EXIT_USAGE (reported). */
-static int plan_graph(plan *p, bool quiet, bool baselines)
+/* The store-everything order and its count, the budget, the usable budget. */
+static int budget_of(plan *p)
 {
     const mp_cli_opts *o = p->o;
     mp_err err = {{0}};
-    if (!p->have_sp &&
+    if (!p->have_base &&
         (mp_rsched_identity(&p->rg, &p->identity, &err) || mp_rsched_count(&p->rg, &p->identity, &p->base, &err))) {
         mp_cli_model_error(p->source, err.msg);
-        return MP_EXIT_USAGE;
+        return -1;
     }
+    p->have_base = true;
     if (o->budget_pct > 0) /* exact for whole percentages: the product fits a long double's 64-bit mantissa */
         p->budget = (int64_t)ceill((long double)p->base.peak_bytes * o->budget_pct / 100.0L);
     else if (o->budget_bytes >= 0) p->budget = o->budget_bytes;
     else p->budget = p->gpu->memory_bytes;
     p->reserve = o->reserve_bytes >= 0 ? o->reserve_bytes : p->onnx ? DEFAULT_RESERVE : 0;
     p->usable = p->budget - p->reserve;
+    return 0;
+}
+
+/* Plans p->rg: budget, usable, strategy, baselines. MP_EXIT_OK, MP_EXIT_INFEASIBLE
+ * (reported unless quiet), or MP_EXIT_USAGE (reported). */
+static int plan_graph(plan *p, bool quiet, bool baselines)
+{
+    const mp_cli_opts *o = p->o;
+    mp_err err = {{0}};
+    if (budget_of(p)) return MP_EXIT_USAGE;
     p->target = p->usable - p->slack;
     p->strategy = o->strategy >= 0 ? o->strategy : STRATEGY_ILP;
     p->time_limit = o->time_limit > 0 ? o->time_limit : DEFAULT_TIME_LIMIT;
@@ -1515,9 +1524,9 @@ int mp_cmd_plan(const mp_cli_opts *o)
         bo.batch = best; /* at batch 1 with no fit, the plan below reports the smallest budget */
         p.batch_max = true;
     }
-    if (load_graph(&p, &bo)) goto done;
+    if (load_graph(&p, &bo) || budget_of(&p)) goto done;
+    if (p.usable > 0) bound_start(&p);
     rc = plan_graph(&p, false, true);
-    if (rc == MP_EXIT_OK) bound_start(&p); /* beside the placement, whose work (not time) is fixed */
     if (rc == MP_EXIT_OK) rc = fit_arena(&p, &bo);
     if (rc != MP_EXIT_OK) goto done;
     rc = MP_EXIT_USAGE;
