@@ -428,16 +428,31 @@ static int candidate_order(plan *p, int k, mp_rsched *s, int *from, mp_err *err)
 static int report_infeasible(plan *p, const char *why)
 {
     mp_err err = {{0}};
-    if (least_peak(p, &err)) {
+    /* The least of the space's least peak and a baseline's: the ILP strategy takes a baseline's order when it
+     * fits (the line states the ILP strategy's smallest budget under every strategy). The space's is searched
+     * (seconds) only when its LP bound leaves it room to go below the baselines'. */
+    least_baseline(p);
+    bool space;
+    if (least_peak_may_fit(p, p->base_least - 1, &space, &err) || (space && least_peak(p, &err))) {
         mp_cli_model_error(p->source, err.msg);
         return MP_EXIT_USAGE;
     }
-    int64_t min_peak = p->least_peak, lower = p->least_lower;
-    /* the live set at the min-peak plan's peak, and the resident part of it */
+    int64_t min_peak = INT64_MAX, lower = INT64_MAX;
     mp_rsched o;
     mp_rcount c = {0};
     int from;
-    bool have = candidate_order(p, 0, &o, &from, &err) == 0 && mp_rsched_count(&p->rg, &o, &c, &err) == 0;
+    bool have = false;
+    if (space) {
+        min_peak = p->least_peak, lower = p->least_lower;
+        have = candidate_order(p, 0, &o, &from, &err) == 0 && mp_rsched_count(&p->rg, &o, &c, &err) == 0;
+        if (have && c.peak_bytes > min_peak) min_peak = c.peak_bytes; /* the recount is the referee */
+    }
+    if (p->base_least < min_peak) {
+        if (have) mp_rsched_free(&o);
+        have = candidate_order(p, 1, &o, &from, &err) == 0 && mp_rsched_count(&p->rg, &o, &c, &err) == 0;
+        min_peak = p->base_least, lower = lower < min_peak ? lower : min_peak;
+    }
+    /* the live set at that order's peak, and the resident part of it */
     int32_t at = have && c.peak_entry >= 0 && c.peak_entry < o.n ? o.node[c.peak_entry] : -1;
     int64_t footprint = 0; /* what the node at the peak needs at once: its inputs and outputs */
     for (int32_t k = at >= 0 ? p->rg.in_off[at] : 0; at >= 0 && k < p->rg.in_off[at + 1]; k++)
@@ -452,15 +467,6 @@ static int report_infeasible(plan *p, const char *why)
             mp_mem_cat cat = (mp_mem_cat)p->step.mem.cat[p->rg.value_id[v]];
             if (cat == MP_MEM_PARAMS || cat == MP_MEM_OPT_STATE) params_state += p->rg.bytes[v];
         }
-    }
-    if (have && c.peak_bytes > min_peak) min_peak = c.peak_bytes; /* the recount is the referee */
-    /* a baseline's order may go lower than the program's space, and the ILP strategy takes it (the line states
-     * the ILP strategy's smallest budget under every strategy: a lower baseline's order is part of it) */
-    least_baseline(p);
-    if (p->base_least < min_peak) {
-        if (have) mp_rsched_free(&o);
-        have = candidate_order(p, 1, &o, &from, &err) == 0;
-        min_peak = p->base_least, lower = lower < min_peak ? lower : min_peak;
     }
     /* that order placed: when its arena fragments past its live bytes, the
      * smallest arena placed is what is proven feasible (the plan must fit as
@@ -1525,7 +1531,9 @@ int mp_cmd_plan(const mp_cli_opts *o)
         p.batch_max = true;
     }
     if (load_graph(&p, &bo) || budget_of(&p)) goto done;
-    if (p.usable > 0) bound_start(&p);
+    int32_t floor_at;
+    if (p.usable > 0 && p.usable >= mp_remat_any_plan_least_peak(&p.rg, &floor_at)) /* else no plan can fit */
+        bound_start(&p);
     rc = plan_graph(&p, false, true);
     if (rc == MP_EXIT_OK) rc = fit_arena(&p, &bo);
     if (rc != MP_EXIT_OK) goto done;
