@@ -30,6 +30,7 @@ enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 #define MAX_TIME_LIMIT 86400.0
 #define BATCH_MAX_CAP (INT64_C(1) << 20)
 #define LEAST_PEAK_MIN_SECONDS 1.5
+#define SPACE_BOUND_SECONDS 0.7 /* for the LP bound that decides whether the least-peak search can matter */
 #define ANY_BOUND_SECONDS 0.2 /* for the bound on every plan: it is only a report */
 /* Every placement searches for this much work (buffers visited, about 1 s here; docs/memory.md) rather than
  * for a time, so that an order is placed alike on any load: a plan's placement, and so the re-plans it
@@ -338,6 +339,9 @@ static int least_peak_may_fit(plan *p, int64_t t, bool *may, mp_err *err)
     if (!p->have_space_floor) {
         mp_rsolve_opts so = solve_opts(p, NULL);
         so.progress = false;
+        /* the LP takes 0.05-0.65 s on the models measured; where it takes longer (the unrolled RNNs, MaxViT), the
+         * search runs anyway, so less is lost */
+        so.time_limit = fmin(so.time_limit, SPACE_BOUND_SECONDS);
         if (mp_remat_min_peak_bound(&p->sp, &so, &p->space_floor, err)) return -1;
         p->have_space_floor = true;
     }

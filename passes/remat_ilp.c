@@ -730,8 +730,8 @@ static void free_model(ilp *m)
 
 /* One solve. warm (or NULL) is a plan that fits (cost mode) or any plan (peak
  * mode); choice gets the solver's plan, out->status what GLPK proved, and
- * out->found = false when no plan came back. feasible_only stops at the
- * first plan that fits (no branch and bound). Returns -1 on error. */
+ * out->found = false when no plan came back. lp_only stops after the LP
+ * (out->lp_bound; no rounding, no branch and bound). Returns -1 on error. */
 typedef struct solve_out {
     mp_rstatus status;
     bool found;
@@ -741,7 +741,7 @@ typedef struct solve_out {
     int32_t rows, cols;
 } solve_out;
 
-static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool feasible_only, const int32_t *warm,
+static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool lp_only, const int32_t *warm,
                       int64_t warm_peak, double deadline, double gap_limit, bool progress, int32_t *choice,
                       solve_out *out, mp_err *err)
 {
@@ -805,7 +805,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
     out->lp_done = st == GLP_OPT;
     if (st == GLP_OPT) out->lp_bound = out->bound = glp_get_obj_val(m.P) / m.oscale;
     else out->lp_bound = out->bound = peak_mode ? (double)sp->resident_bytes : 0; /* time limit in the LP */
-    if (st == GLP_OPT && sp->ncand) { /* round the LP: a warm start near its optimum */
+    if (st == GLP_OPT && sp->ncand && !lp_only) { /* round the LP: a warm start near its optimum */
         double *lp = malloc(((size_t)sp->ncand + 1) * sizeof *lp);
         int32_t *rp = malloc(((size_t)sp->ndrop + 1) * sizeof *rp);
         int32_t *best = malloc(((size_t)sp->ndrop + 1) * sizeof *best);
@@ -839,7 +839,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
                     deadline - now());
         free(lp), free(rp), free(best);
     }
-    if (st == GLP_OPT && deadline - now() > 0.01 && !(feasible_only && (rounded || warm))) {
+    if (st == GLP_OPT && deadline - now() > 0.01 && !lp_only) {
         glp_iocp iocp;
         glp_init_iocp(&iocp);
         iocp.msg_lev = progress ? GLP_MSG_ON : GLP_MSG_OFF;
@@ -1209,7 +1209,7 @@ int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
     if (!ok) return -1;
     int32_t *got = malloc(((size_t)sp->ndrop + 1) * sizeof *got);
     if (!got) return mp_fail(err, "out of memory in the remat min peak");
-    /* feasible_only: the LP and its rounding, no branch and bound */
+    /* the LP alone: no rounding, no branch and bound */
     solve_out so;
     double limit = o->time_limit > 0 ? o->time_limit : 5;
     int rc = solve_once(sp, 0, true, true, NULL, 0, t0 + limit, 0, o->progress, got, &so, err);
