@@ -1043,8 +1043,10 @@ MP_HD void k_pool_dx(const mp_cu_args *a, int64_t i)
         if (o < 0) continue;
         int64_t at = pl * p[W_OUTN] + o;
         mp_cu_unflat((int)p[W_NSP], p + W_OUT, o, oidx);
-        if (p[W_KIND] == 1) s += mp_cu_ld(a->x[0], a->dt[0], at) / (double)mp_cu_avg_count(p, oidx);
-        else if (ind ? ind[at] == i : mp_cu_argmax(p, a->x[1], a->dt[1], pl, oidx) == ip) s += mp_cu_ld(a->x[0], a->dt[0], at);
+        if (p[W_KIND] == 1) { /* times 1/count, as runtime/cpu_grad.c AveragePoolGrad (not over it: a different double) */
+            int64_t cnt = mp_cu_avg_count(p, oidx);
+            s += mp_cu_ld(a->x[0], a->dt[0], at) * (cnt ? 1.0 / (double)cnt : 0);
+        } else if (ind ? ind[at] == i : mp_cu_argmax(p, a->x[1], a->dt[1], pl, oidx) == ip) s += mp_cu_ld(a->x[0], a->dt[0], at);
     }
     mp_cu_st(a->x[3], a->dt[3], i, s);
 }
