@@ -2551,14 +2551,19 @@ static int put_tables(FILE *f, const cg *c, const mp_schedule *s, const int64_t 
  * 16-bit operand is refused by name: its kernel reads raw floats, or stores a 16-bit intermediate the CPU
  * keeps in fp32. */
 static const char *const ops16[] = {
-    /* copies by element size; Cast rounds once, as runtime/cpu_elementwise.c cast_into */
-    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast",
+    /* copies by element size; Cast rounds once, as runtime/cpu_elementwise.c cast_into; SliceGrad a FILL 0,
+     * then a COPY of dY (the CPU's widened copy, rounded back, is the same bits) */
+    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast", "Expand", "Slice", "SliceGrad",
     /* one MAP each, computed in double from widened operands */
     "Relu", "ReluGrad", "Add", "Sub", "Mul", "Div", "Neg",
     /* moved by size (GATHER, COPY, TRILU's kept elements exact); Where and WhereGrad pick an exact value */
     "Gather", "Transpose", "Split", "Concat", "Trilu", "Where", "WhereGrad",
-    /* one MAP each, in double from widened operands (Equal's output is bool) */
-    "Equal", "Gelu", "GeluGrad",
+    /* one MAP each, in double from widened operands (Equal's output is bool), as runtime/cpu_elementwise.c
+     * and cpu_grad.c compute them (DropoutGrad: dY times 1 / (1 - ratio) where the mask is set) */
+    "Equal", "Gelu", "GeluGrad", "HardSwish", "HardSwishGrad", "HardSigmoid", "HardSigmoidGrad", "DropoutGrad",
+    /* DROPOUT: runtime/cpu_util.c's counter-based draw per (seed, node, element), X widened times
+     * 1 / (1 - ratio) in double, rounded once (the mask is bool) */
+    "Dropout",
     /* one REDUCE; the GEMM (a 16-bit bias only as a copy, beta 1; a 16-bit output summed over batches
      * through the fp32 workspace, then one rounding); the loss (its fp32 log_prob recomputed) */
     "SumToShape", "Gemm", "MatMul", "MatMulGradA", "MatMulGradB", "SoftmaxCrossEntropyLoss", "SoftmaxCrossEntropyGrad",
@@ -2570,6 +2575,10 @@ static const char *const ops16[] = {
      * double, each stored element rounded once (Conv's bias added to its fp32 sum in fp32, as the CPU's
      * add_bias; BN's statistics stay doubles in the workspace); ConvGrad's dB one REDUCE */
     "Conv", "ConvGrad", "BatchNormalization", "BatchNormalizationGrad", "MaxPool", "MaxPoolGrad",
+    /* POOL, POOL_DX (sum over the window / count; dX the sum of dY times 1 / count, as cpu_grad.c), and
+     * GlobalAveragePool one REDUCE (sum / count), its gradient one MAP (dY / count): in double, each stored
+     * element rounded once */
+    "AveragePool", "AveragePoolGrad", "GlobalAveragePool", "GlobalAveragePoolGrad",
     /* the updates read a 16-bit gradient widened; master and state are fp32; fp16's loss scale */
     "SGDUpdate", "MomentumUpdate", "AdamUpdate", "AdafactorUpdate", "LossScale", "AllFinite", "LossScaleUpdate",
     NULL,

@@ -26,7 +26,9 @@
  *   3. when nvcc is present, each plan.cu of step 1 compiles and links against
  *      the GPU runtime (compiled once: memplan_cuda.cu, mp_cu_cudnn.cu; cuBLAS,
  *      cuDNN), with every nvcc warning an error;
- *   4. (case "half") mlp's and gpt_decoder's bf16 and fp16 steps (fp32 masters,
+ *   4. (case "half") mlp's, gpt_decoder's, cnn_bn's and a small model's
+ *      (AveragePool, GlobalAveragePool, HardSwish, HardSigmoid, Dropout, Expand,
+ *      Slice) bf16 and fp16 steps and mobilenet_v3's bf16 step (fp32 masters,
  *      fp16's dynamic loss scale) give the CPU executor's losses, parameters and
  *      optimizer state bit for bit on the host runtime; an op without a 16-bit
  *      lowering is refused by name (refusal_names_the_op). */
@@ -83,6 +85,18 @@ static const model models[] = {
     {TORCH "vit_b_16.onnx", {"--batch", "2"}, 0},
     {TORCH "gpt2_small_like_train.onnx", {"--batch", "2", "--dim", "sequence=32"}, 0},
     {TORCH "gpt2_small_like.onnx", {"--batch", "2", "--dim", "sequence=32"}, 0},
+    /* their training steps in bf16 and fp16 (GlobalAveragePool, AveragePool, HardSwish, HardSigmoid, Dropout,
+     * Expand, Slice and the gradients in 16 bits; half_precision_matches_cpu runs them in a small model) */
+    {TORCH "resnet50_train.onnx", {"--batch", "2", "--precision", "bf16"}, 0},
+    {TORCH "resnet50_train.onnx", {"--batch", "2", "--precision", "fp16"}, 0},
+    {TORCH "mobilenet_v3_large_train.onnx", {"--batch", "2", "--precision", "bf16"}, 0},
+    {TORCH "mobilenet_v3_large_train.onnx", {"--batch", "2", "--precision", "fp16"}, 0},
+    {TORCH "vit_b_16_train.onnx", {"--batch", "2", "--precision", "bf16"}, 0},
+    {TORCH "vit_b_16_train.onnx", {"--batch", "2", "--precision", "fp16"}, 0},
+    {TORCH "vgg16_train.onnx", {"--batch", "2", "--precision", "bf16"}, 0},
+    {TORCH "vgg16_train.onnx", {"--batch", "2", "--precision", "fp16"}, 0},
+    {TORCH "gpt2_small_like_train.onnx", {"--batch", "1", "--dim", "sequence=64", "--precision", "bf16"}, 0},
+    {TORCH "gpt2_small_like_train.onnx", {"--batch", "1", "--dim", "sequence=64", "--precision", "fp16"}, 0},
     /* ReduceMean and its gradient (in the loss, LayerNorm's statistics); Resize, ConvTranspose (PP-OCR det) */
     {TP "ort-transformers/gpt2_megatron.onnx",
      {"--batch", "2", "--dim", "seq_len=64", "--dim", "past_seq_len=0", "--dim", "total_seq_len=64"}, 1},
@@ -292,14 +306,38 @@ static const model half_models[] = {
      * SGD, whose step scales with the gradient */
     {MEMPLAN_SOURCE "/models/cnn_bn.onnx", {"--batch", "16", "--budget", "80%", "--optimizer", "sgd", "--precision", "bf16"}, 1},
     {MEMPLAN_SOURCE "/models/cnn_bn.onnx", {"--batch", "16", "--budget", "80%", "--precision", "fp16"}, 1},
+    /* a torch export: HardSwish, HardSigmoid, GlobalAveragePool, training Dropout and their gradients among
+     * depthwise convolutions and squeeze-excite broadcasts (20 s a run here; minutes under the sanitizers) */
+    {TORCH "mobilenet_v3_large_train.onnx", {"--batch", "1", "--optimizer", "sgd", "--precision", "bf16"}, 2},
 };
+
+static void write_half_forms(const char *path);
 
 START_TEST(half_precision_matches_cpu)
 {
     for (size_t i = 0; i < sizeof half_models / sizeof *half_models; i++) {
         char out[128];
+        if (half_models[i].host == 2 && *MEMPLAN_CUDA_HOST_FLAGS) {
+            printf("  skipped under the sanitizers: %s on the host runtime\n", half_models[i].path);
+            continue;
+        }
+        if (access(half_models[i].path, R_OK)) {
+            printf("  skipped: %s is absent\n", half_models[i].path);
+            continue;
+        }
         snprintf(out, sizeof out, "%s/half%zu", dir, i);
         check_on_host(&half_models[i], out, basename((char *)half_models[i].path), 0);
+    }
+    /* the ops of the torch exports that cnn_bn, mlp and gpt_decoder lack (write_half_forms), bf16 with SGD
+     * and fp16 with AdamW */
+    char path[128], out[128];
+    snprintf(path, sizeof path, "%s/half_forms.onnx", dir);
+    write_half_forms(path);
+    const model forms[] = {{path, {"--batch", "4", "--optimizer", "sgd", "--precision", "bf16"}, 1},
+                           {path, {"--batch", "4", "--precision", "fp16"}, 1}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(out, sizeof out, "%s/half_forms%d", dir, i);
+        check_on_host(&forms[i], out, "half_forms (AveragePool, GlobalAveragePool, HardSwish, HardSigmoid, Dropout, Expand, Slice)", 0);
     }
 }
 END_TEST
@@ -1071,6 +1109,50 @@ static void write_folded_param(const char *path)
     /* 10 x: the synthetic data is small; so scaled, each SGD step moves the loss by ~1% (by 1e-6 unscaled) */
     add_sq(b, &acc, OP(b, "MatMul", OP(b, "Mul", x, mp_ob_const_f32(b, 10.0f)), w));
     mp_ob_output(b, acc, "total", MP_FLOAT, 0, NULL);
+    mp_err err = {0};
+    ck_assert_msg(mp_ob_write(b, path, &err) > 0, "%s: %s", path, err.msg);
+    mp_ob_free(b);
+}
+
+/* The ops of mobilenet_v3, resnet50, vgg16, vit_b_16 and gpt2's torch exports that the other 16-bit models lack,
+ * with their gradients: Conv 3x3 (bias) -> HardSwish -> AveragePool 3x3 stride 2 pads 1 (count_include_pad 0:
+ * divisors 4, 6 and 9, whose reciprocals are inexact) -> AveragePool 3x3 stride 1 pads 1 (count_include_pad 1)
+ * -> squeeze-excite (GlobalAveragePool, Conv 1x1, HardSigmoid with torch's alpha 1/6, Mul) -> Add of a
+ * parameter Expanded to [1, 8, 4, 4] -> Slice (W from 1 by step 2, C from 0 to 6) -> Flatten -> training
+ * Dropout (ratio 0.3, so a mask) -> Gemm to 10 logits. */
+static void write_half_forms(const char *path)
+{
+    mp_ob *b = mp_ob_new("main_graph");
+    const char *x = mp_ob_input(b, "input", MP_FLOAT, 4, (const char *[]){"batch", "4", "8", "8"});
+    Onnx__NodeProto *n = NODE(b, "Conv", x, mp_ob_param_uniform(b, "c1.weight", 4, (int64_t[]){8, 4, 3, 3}, 0.5f),
+                              mp_ob_param_uniform(b, "c1.bias", 1, (int64_t[]){8}, 0.5f));
+    mp_ob_attr_ints(b, n, "pads", INTS(1, 1, 1, 1));
+    n = NODE(b, "AveragePool", OP(b, "HardSwish", n->output[0]));
+    mp_ob_attr_ints(b, n, "kernel_shape", INTS(3, 3));
+    mp_ob_attr_ints(b, n, "strides", INTS(2, 2));
+    mp_ob_attr_ints(b, n, "pads", INTS(1, 1, 1, 1));
+    n = NODE(b, "AveragePool", n->output[0]);
+    mp_ob_attr_ints(b, n, "kernel_shape", INTS(3, 3));
+    mp_ob_attr_ints(b, n, "pads", INTS(1, 1, 1, 1));
+    mp_ob_attr_int(b, n, "count_include_pad", 1);
+    const char *a = n->output[0];
+    n = NODE(b, "Conv", OP(b, "GlobalAveragePool", a), mp_ob_param_uniform(b, "se.weight", 4, (int64_t[]){8, 8, 1, 1}, 1.0f),
+             mp_ob_param_uniform(b, "se.bias", 1, (int64_t[]){8}, 1.0f));
+    n = NODE(b, "HardSigmoid", n->output[0]);
+    mp_ob_attr_float(b, n, "alpha", 1.0f / 6);
+    const char *e = OP(b, "Mul", a, n->output[0]);
+    e = OP(b, "Add", e, OP(b, "Expand", mp_ob_param_uniform(b, "pos", 4, (int64_t[]){1, 8, 1, 1}, 1.0f),
+                             mp_ob_const_i64(b, 1, 4, (int64_t[]){1, 8, 4, 4})));
+    e = OP(b, "Slice", e, mp_ob_const_i64(b, 1, 2, (int64_t[]){0, 1}), mp_ob_const_i64(b, 1, 2, (int64_t[]){6, 4}),
+           mp_ob_const_i64(b, 1, 2, (int64_t[]){1, 3}), mp_ob_const_i64(b, 1, 2, (int64_t[]){1, 2}));
+    n = NODE(b, "Flatten", e);
+    mp_ob_attr_int(b, n, "axis", 1);
+    const char *train = cast(b, mp_ob_const_i64(b, 0, 1, (int64_t[]){1}), MP_BOOL);
+    const char *d = OP(b, "Dropout", n->output[0], mp_ob_const_f32(b, 0.3f), train);
+    n = NODE(b, "Gemm", d, mp_ob_param_uniform(b, "fc.weight", 2, (int64_t[]){10, 6 * 4 * 2}, 0.3f),
+             mp_ob_param_uniform(b, "fc.bias", 1, (int64_t[]){10}, 0.3f));
+    mp_ob_attr_int(b, n, "transB", 1);
+    mp_ob_output(b, n->output[0], "logits", MP_FLOAT, 2, (const char *[]){"batch", "10"});
     mp_err err = {0};
     ck_assert_msg(mp_ob_write(b, path, &err) > 0, "%s: %s", path, err.msg);
     mp_ob_free(b);
