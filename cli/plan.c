@@ -339,8 +339,8 @@ static int least_peak_may_fit(plan *p, int64_t t, bool *may, mp_err *err)
     if (!p->have_space_floor) {
         mp_rsolve_opts so = solve_opts(p, NULL);
         so.progress = false;
-        /* the LP takes 0.05-0.65 s on the models measured; where it takes longer (the unrolled RNNs, MaxViT), the
-         * search runs anyway, so less is lost */
+        /* the LP takes 0.05-0.65 s on the models measured; where it does not finish (the unrolled RNNs, MaxViT)
+         * the search runs anyway, 0.7 s later */
         so.time_limit = fmin(so.time_limit, SPACE_BOUND_SECONDS);
         if (mp_remat_min_peak_bound(&p->sp, &so, &p->space_floor, err)) return -1;
         p->have_space_floor = true;
@@ -1287,9 +1287,9 @@ static void add_fallback(plan *p, int b, int t, int64_t target, fallback *f, int
  * placed: they are placed cheapest first (two at a time, place_pair), the
  * budget the search's target, so the first that fits is taken; else the
  * orders the exit-3 line places (the least-peak plan's, greedy's at its least
- * target, store everything), the first whose arena fits. So the order given costs no more than a baseline
- * shown beside it that fits, and a budget that line proves feasible succeeds
- * given back. True when one was taken. */
+ * target, store everything), the first whose arena fits. So the order given
+ * costs no more than a baseline shown beside it that fits, and a budget that
+ * line proves feasible succeeds given back. True when one was taken. */
 static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
 {
     mp_err err = {{0}};
