@@ -8,13 +8,14 @@
 #
 #   bench/near_min_bench.sh [BUILD_DIR] [OTHER_BUILD_DIR]
 #
-# Needs python3 only to read the JSON.
+# Needs /usr/bin/time, and python3 only to read the JSON.
 set -eu
 BUILD=${1:-build}
 OTHER=${2:-}
 SHARED="$(dirname "$0")/../../shared/models/torch"
 [ -x "$BUILD/memplan" ] || { echo "near_min_bench: build first ($BUILD/memplan missing)"; exit 1; }
 [ -d "$SHARED" ] || { echo "near_min_bench: $SHARED absent, nothing to run"; exit 0; }
+[ -x /usr/bin/time ] || { echo "near_min_bench: needs /usr/bin/time (Debian package time)"; exit 1; }
 
 one() { # memplan, budget, model args...: "wall / user | overhead from"
     m=$1 b=$2
