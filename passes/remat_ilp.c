@@ -1196,6 +1196,16 @@ int mp_remat_min_peak(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *pea
     return mp_remat_min_peak_range(sp, o, peak, &lower, p, err);
 }
 
+/* Below every plan's peak: the floor, raised to the min-peak LP's bound when
+ * it finished, less GLPK's relative tolerance. */
+static int64_t peak_lower(const mp_rspace *sp, const solve_out *so, mp_err *err, bool *ok)
+{
+    int64_t lo = peak_floor(sp, err, ok);
+    double lp = so->lp_bound * (1 - 1e-9);
+    if (*ok && so->lp_done && lp > (double)lo) lo = (int64_t)floor(lp);
+    return lo;
+}
+
 int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *lower, mp_err *err)
 {
     double t0 = now();
@@ -1204,9 +1214,6 @@ int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
     if (!sp || !sp->rg) return mp_fail(err, "remat min peak: no decision space");
     *lower = sp->base_peak;
     if (sp->ncand == 0 || sp->rg->nnodes == 0) return 0;
-    bool ok;
-    *lower = peak_floor(sp, err, &ok);
-    if (!ok) return -1;
     int32_t *got = malloc(((size_t)sp->ndrop + 1) * sizeof *got);
     if (!got) return mp_fail(err, "out of memory in the remat min peak");
     /* the LP alone: no rounding, no branch and bound */
@@ -1214,9 +1221,9 @@ int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
     double limit = o->time_limit > 0 ? o->time_limit : 5;
     int rc = solve_once(sp, 0, true, true, NULL, 0, t0 + limit, 0, o->progress, got, &so, err);
     free(got);
-    if (rc) return -1;
-    if (so.lp_done && so.lp_bound * (1 - 1e-9) > (double)*lower) *lower = (int64_t)floor(so.lp_bound * (1 - 1e-9));
-    return 0;
+    bool ok = false;
+    if (!rc) *lower = peak_lower(sp, &so, err, &ok);
+    return ok ? 0 : -1;
 }
 
 int mp_remat_min_peak_range(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *peak, int64_t *lower, mp_rplan *p,
@@ -1250,9 +1257,8 @@ int mp_remat_min_peak_range(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
     /* Not proven: bisect the budget with the cost program between a bound
      * below every peak and the best peak so far, while time is left. */
     bool ok;
-    int64_t lo = peak_floor(sp, err, &ok);
+    int64_t lo = peak_lower(sp, &so, err, &ok);
     if (!ok) goto done;
-    if (so.lp_bound > (double)lo) lo = (int64_t)floor(so.lp_bound * (1 - 1e-9));
     if (so.found && so.status == MP_RSOLVE_OPTIMAL) lo = gp;
     if (lo < gp && bisect_peak(sp, &lo, &gp, p->choice, deadline, o->progress, err)) goto done;
     *peak = gp;
