@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "json.h"
+#include "codegen/place_ahead.h" /* the solver's plans placed while it searches */
 #include "passes/arena.h"  /* the arena's alignment */
 #include "passes/cost.h"   /* mp_gpu_find, the GPU table */
 #include "passes/remat.h"  /* mp_rgraph, mp_rspace, mp_remat_solve, baselines */
@@ -31,6 +32,7 @@ enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 #define BATCH_MAX_CAP (INT64_C(1) << 20)
 #define LEAST_PEAK_MIN_SECONDS 1.5
 #define SPACE_BOUND_SECONDS 0.7 /* for the LP bound that decides whether the least-peak search can matter */
+#define REPLAN_TIME_SHARE 0.25 /* of the time limit, for a re-plan with the last plan repaired as its warm start */
 #define ANY_BOUND_SECONDS 0.2 /* for the bound on every plan: it is only a report */
 /* Every placement searches for this much work (buffers visited, about 1 s here; docs/memory.md) rather than
  * for a time, so that an order is placed alike on any load: a plan's placement, and so the re-plans it
@@ -211,6 +213,14 @@ typedef struct plan {
     bool have_sp;
     mp_rplan rp;
     bool have_rp;
+    mp_rplan hint;              /* the last ILP plan, which fragmented: a re-plan starts from it, repaired */
+    bool have_hint;
+    const mp_cli_opts *place_o; /* fit_arena's options when it will place the plan (not -o): the solver's plans
+                                   are placed while it searches (codegen/place_ahead.h); NULL: they are not */
+    int round;                  /* fit_arena's round the plan is made for */
+    bool have_ahead;            /* the ILP's plan was placed so: its order and arena */
+    mp_rsched ahead_order;
+    mp_plan_info ahead_info;
     mp_rsched order;            /* the plan's order */
     mp_rcount count;            /* its recount */
     mp_rsolve_info info;
@@ -289,11 +299,13 @@ static void plan_free(plan *p)
     mp_rsched_free(&p->order);
     if (p->have_rp) mp_rplan_free(&p->rp);
     if (p->have_least) mp_rplan_free(&p->least);
+    if (p->have_hint) mp_rplan_free(&p->hint);
+    if (p->have_ahead) mp_rsched_free(&p->ahead_order);
     if (p->have_sp) mp_rspace_free(&p->sp);
     mp_rgraph_free(&p->rg);
     free(p->recomputed);
     if (p->onnx) mp_cli_step_free(&p->step);
-    p->have_rp = p->have_sp = p->have_base = p->have_least = p->have_space_floor = p->have_base_least = false;
+    p->have_rp = p->have_hint = p->have_ahead = p->have_sp = p->have_base = p->have_least = p->have_space_floor = p->have_base_least = false;
     p->recomputed = NULL;
     p->onnx = false;
 }
@@ -351,6 +363,7 @@ static int least_peak_may_fit(plan *p, int64_t t, bool *may, mp_err *err)
 
 static bool plan_recordable(const mp_cli_opts *o);
 static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po);
+static void round_opts(const plan *p, const mp_cli_opts *o, int round, mp_plan_opts *po);
 
 /* Baseline b's order under target t, recounted into c; false when greedy or
  * lookahead cannot fit t (or the count fails). */
@@ -592,9 +605,38 @@ static int plan_ilp(plan *p, bool *fits)
         p->status = p->solved ? "infeasible" : p->info.stalled ? "stalled" : "timeout";
         return 0;
     }
-    mp_rsolve_opts so = solve_opts(p, NULL);
+    /* a re-plan starts from the last plan, repaired to this target: its solve
+     * is given a quarter of the time (measured: the same plans, docs/cli.md) */
+    mp_rplan warm = {0};
+    int64_t warm_peak;
+    int repaired = 0;
+    if (p->have_hint)
+        repaired = mp_rplan_init(&p->sp, &warm, &err) ? -1
+                                                       : mp_remat_repair(&p->sp, p->target, &p->hint, warm.choice,
+                                                                         &warm_peak, &err);
+    if (repaired < 0) {
+        mp_rplan_free(&warm);
+        mp_cli_model_error(p->source, err.msg);
+        return -1;
+    }
+    mp_rsolve_opts so = solve_opts(p, repaired ? &warm : NULL);
+    if (repaired) so.time_limit *= REPLAN_TIME_SHARE;
+    place_ahead *ahead = NULL;
+    if (p->place_o) {
+        place_ahead_cfg cfg = {.model = p->place_o->model, .rg = &p->rg, .sp = &p->sp, .target = p->target};
+        round_opts(p, p->place_o, p->round, &cfg.po);
+        ahead = place_ahead_start(&cfg);
+    }
+    so.on_plan = ahead ? place_ahead_offer : NULL;
+    so.on_plan_ctx = ahead;
     memset(&p->rp, 0, sizeof p->rp);
-    if (mp_remat_solve(&p->sp, p->target, &so, &p->rp, &p->info, &err)) {
+    int failed = mp_remat_solve(&p->sp, p->target, &so, &p->rp, &p->info, &err);
+    mp_rplan_free(&warm);
+    if (ahead) {
+        const int32_t *final = failed || p->info.status == MP_RSOLVE_INFEASIBLE ? NULL : p->rp.choice;
+        p->have_ahead = place_ahead_finish(ahead, final, &p->ahead_order, &p->ahead_info);
+    }
+    if (failed) {
         snprintf(p->ilp_failed, sizeof p->ilp_failed, "%s", err.msg); /* a baseline may still fit */
         snprintf(p->no_plan_why, sizeof p->no_plan_why, "%s", err.msg);
         p->no_plan_at = p->target;
@@ -1187,16 +1229,34 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     po->arena_work = ARENA_WORK;
 }
 
+/* The placement's options in fit_arena's round: a plan made again is placed with half the work (it has room). */
+static void round_opts(const plan *p, const mp_cli_opts *o, int round, mp_plan_opts *po)
+{
+    plan_opts_of(p, o, po);
+    if (round > 0 && !p->placed_fallback) po->arena_work /= 2;
+}
+
 /* Forgets the plan found for p->target, so that plan_graph can plan again. */
 static void forget_solution(plan *p)
 {
     mp_rsched_free(&p->order);
     memset(&p->order, 0, sizeof p->order);
     if (p->have_rp) mp_rplan_free(&p->rp);
-    p->have_rp = p->solved = false;
+    if (p->have_ahead) mp_rsched_free(&p->ahead_order);
+    p->have_rp = p->solved = p->have_ahead = false;
     free(p->recomputed);
     p->recomputed = NULL;
     p->ilp_failed[0] = 0;
+}
+
+/* Keeps the ILP's plan, before a re-plan for a lower target forgets it:
+ * repaired to that target it is the re-plan's warm start. */
+static void keep_hint(plan *p)
+{
+    if (!p->have_rp || p->order_from != -1) return; /* a baseline's order was given: the last hint stays */
+    if (p->have_hint) mp_rplan_free(&p->hint);
+    p->hint = p->rp;
+    p->have_hint = true, p->have_rp = false;
 }
 
 /* Takes order s (recounted as c, placed as `placed`, from as plan.order_from) as the plan. */
@@ -1372,12 +1432,13 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
     for (int round = 0;; round++) {
         if (adopted && !o->out_dir) return MP_EXIT_OK; /* placed by its fixed work when measured: the same again */
         mp_plan_opts po;
-        plan_opts_of(p, o, &po);
-        if (round > 0 && !p->placed_fallback) po.arena_work /= 2; /* a plan made again, with room to place */
+        round_opts(p, o, round, &po);
         mp_err err = {{0}};
         memset(&p->arena, 0, sizeof p->arena);
-        int rc = o->out_dir ? mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->usable, true, &p->arena, &err)
-                            : mp_plan_measure(o->model, &po, &p->order, &p->arena, &err);
+        int rc = 0;
+        if (o->out_dir) rc = mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->usable, true, &p->arena, &err);
+        else if (p->have_ahead && same_order(&p->ahead_order, &p->order)) p->arena = p->ahead_info; /* placed already */
+        else rc = mp_plan_measure(o->model, &po, &p->order, &p->arena, &err);
         if (o->out_dir && p->arena.nbuffers) /* plan.json is written even when plan.cu is refused */
             fprintf(stderr, "plan: %s/plan.json: arena %lld bytes (lower bound %lld, %.4fx)\n", o->out_dir,
                     (long long)p->arena.arena_bytes, (long long)p->arena.lower_bound,
@@ -1396,6 +1457,8 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
             int64_t need = p->arena.arena_bytes - p->arena.lower_bound;
             if (need < over) need = over;
             p->slack = need + mp_arena_defaults().alignment;
+            p->round = round + 1;
+            keep_hint(p);
             forget_solution(p);
             rc = plan_graph(p, true, true);
             if (rc == MP_EXIT_OK) continue;
@@ -1535,6 +1598,7 @@ int mp_cmd_plan(const mp_cli_opts *o)
         p.batch_max = true;
     }
     if (load_graph(&p, &bo) || budget_of(&p)) goto done;
+    if (p.onnx && plan_recordable(&bo) && !bo.out_dir) p.place_o = &bo;
     int32_t floor_at;
     if (p.usable > 0 && p.usable >= mp_remat_any_plan_least_peak(&p.rg, &floor_at)) /* else no plan can fit */
         bound_start(&p);

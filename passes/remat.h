@@ -209,6 +209,11 @@ typedef struct mp_rsolve_opts {
                                * (default 0.01; 0: search to proven optimality or the time limit) */
     bool progress;            /* solver progress on stderr */
     const mp_rplan *warm;     /* a feasible plan to start from, or NULL */
+    /* called (cost mode) with each plan better than the last that the solve finds: the warm start, the LP's
+     * rounding, each incumbent of the search (ndrop choices, valid during the call); the caller may work on
+     * it while the search goes on. Plans past the budget by GLPK's tolerance are offered too: recount them */
+    void (*on_plan)(void *ctx, const int32_t *choice);
+    void *on_plan_ctx;
 } mp_rsolve_opts;
 
 mp_rsolve_opts mp_rsolve_defaults(void);
@@ -232,6 +237,14 @@ typedef struct mp_rsolve_info {
     bool stalled;             /* GLPK stopped on a relaxation it could not solve (numerical trouble), before the
                                * time limit: when no plan was found, that, not the limit, is why */
 } mp_rsolve_info;
+
+/* plan, repaired to fit budget: the rounding keeps what it can of plan's
+ * choices first (the ones that lower the peak where it is over budget), then
+ * adds others by cost per byte freed, then keeps again what the budget
+ * allows. 1: out (ndrop entries) fits, *peak its peak; 0: it does not;
+ * -1: error (err). A re-plan for a lower budget starts from it. */
+int mp_remat_repair(const mp_rspace *sp, int64_t budget, const mp_rplan *plan, int32_t *out, int64_t *peak,
+                    mp_err *err);
 
 /* Least recompute cost with peak <= budget. INFEASIBLE is not an error. */
 int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o, mp_rplan *p,

@@ -233,6 +233,8 @@ typedef struct ilp {
     int32_t *ret_first;       /* nvalues + 1: the entries of value x are ret[ret_first[x] .. ret_first[x + 1]) */
     int32_t *at_off, *at;     /* the entries by step (nnodes + 1 offsets), each step's by value, then group */
     int64_t *ret_node, *ret_phase; /* nnodes: the most bytes retention can add at node t, and before it */
+    const mp_rsolve_opts *offer; /* cost mode: on_plan gets each incumbent */
+    int32_t *offered;         /* ndrop: the incumbent as choices */
 } ilp;
 
 static int put(ilp *m, int row, int col, double v)
@@ -684,9 +686,32 @@ static int add_front(ilp *m, bool all)
     return added;
 }
 
+/* The plan of the MIP solution in P's columns (or the heuristic's, heur). */
+static void mip_choice(const ilp *m, const double *heur, int32_t *choice)
+{
+    const mp_rspace *sp = m->sp;
+    for (int32_t i = 0; i < sp->ndrop; i++) {
+        choice[i] = -1;
+        for (int32_t c = sp->cand_off[i]; c < sp->cand_off[i + 1]; c++)
+            if ((heur ? heur[c + 1] : glp_mip_col_val(m->P, c + 1)) > 0.5) {
+                choice[i] = c;
+                break;
+            }
+    }
+}
+
+static void offer(const ilp *m, const int32_t *choice)
+{
+    if (m->offer && m->offer->on_plan) m->offer->on_plan(m->offer->on_plan_ctx, choice);
+}
+
 static void on_tree(glp_tree *T, void *info)
 {
     ilp *m = info;
+    if (glp_ios_reason(T) == GLP_IBINGO && m->offered) { /* a better incumbent, in P's MIP solution */
+        mip_choice(m, NULL, m->offered);
+        offer(m, m->offered);
+    }
     if (glp_ios_reason(T) == GLP_IHEUR && m->heur && !m->fed) {
         m->fed = true;
         glp_ios_heur_sol(T, m->heur);
@@ -724,6 +749,7 @@ static void free_model(ilp *m)
     free(m->at);
     free(m->ret_node);
     free(m->ret_phase);
+    free(m->offered);
     memset(m, 0, sizeof *m);
     glp_free_env(); /* GLPK keeps an environment per thread: give it back so leak checks stay clean */
 }
@@ -742,15 +768,20 @@ typedef struct solve_out {
 } solve_out;
 
 static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool lp_only, const int32_t *warm,
-                      int64_t warm_peak, double deadline, double gap_limit, bool progress, int32_t *choice,
-                      solve_out *out, mp_err *err)
+                      int64_t warm_peak, double deadline, double gap_limit, bool progress, const mp_rsolve_opts *offers,
+                      int32_t *choice, solve_out *out, mp_err *err)
 {
-    ilp m = {.sp = sp, .budget = budget, .peak_mode = peak_mode, .bound = -INFINITY, .oscale = 1, .unit = 1};
+    ilp m = {.sp = sp, .budget = budget, .peak_mode = peak_mode, .bound = -INFINITY, .oscale = 1, .unit = 1,
+             .offer = offers};
     memset(out, 0, sizeof *out);
     glp_term_out(progress ? GLP_ON : GLP_OFF);
     if (progress) glp_term_hook(to_stderr, NULL);
     int rc = -1;
     if (build_model(&m, err)) goto done;
+    if (offers && offers->on_plan && !(m.offered = malloc(((size_t)sp->ndrop + 1) * sizeof *m.offered))) {
+        mp_fail(err, "out of memory in the remat ILP");
+        goto done;
+    }
     out->rows = glp_get_num_rows(m.P), out->cols = glp_get_num_cols(m.P);
     if (warm) {
         m.heur = malloc(((size_t)out->cols + 1) * sizeof *m.heur);
@@ -833,6 +864,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
             plan_columns(&m, best, best_peak, m.heur);
             memcpy(choice, best, (size_t)sp->ndrop * sizeof *choice); /* the fallback if the search finds nothing */
             rounded = true;
+            offer(&m, choice);
         }
         if (progress && better)
             fprintf(stderr, "remat ilp: LP rounding gives %s %g, %.2f s left\n", peak_mode ? "peak" : "cost", best_cost,
@@ -894,14 +926,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
             out->found = true;
             out->status = ms == GLP_OPT ? MP_RSOLVE_OPTIMAL : MP_RSOLVE_FEASIBLE;
             if (ms == GLP_OPT) out->bound = glp_mip_obj_val(m.P) / m.oscale;
-            for (int32_t i = 0; i < sp->ndrop; i++) {
-                choice[i] = -1;
-                for (int32_t c = sp->cand_off[i]; c < sp->cand_off[i + 1]; c++)
-                    if ((from_heur ? m.heur[c + 1] : glp_mip_col_val(m.P, c + 1)) > 0.5) {
-                        choice[i] = c;
-                        break;
-                    }
-            }
+            mip_choice(&m, from_heur ? m.heur : NULL, choice);
         }
     }
     if (!out->found && (rounded || warm)) { /* out of time: the best warm start is all there is */
@@ -1038,6 +1063,18 @@ done:
     return rc;
 }
 
+int mp_remat_repair(const mp_rspace *sp, int64_t budget, const mp_rplan *plan, int32_t *out, int64_t *peak,
+                    mp_err *err)
+{
+    double *lead = calloc((size_t)sp->ncand + 1, sizeof *lead);
+    if (!lead) return mp_fail(err, "out of memory in the remat repair");
+    for (int32_t i = 0; i < sp->ndrop; i++) /* its choices lead the rounding, as LP values of 1 */
+        if (plan->choice[i] >= sp->cand_off[i] && plan->choice[i] < sp->cand_off[i + 1]) lead[plan->choice[i]] = 1;
+    int rc = greedy(sp, budget, lead, 0.5, out, peak, err);
+    free(lead);
+    return rc ? -1 : *peak <= budget;
+}
+
 /* The better of the greedy plan and o->warm as a warm start: fits the budget
  * (cost mode, least cost) or the lower peak (peak mode). *ok = false when none fits. */
 static int warm_start(const mp_rspace *sp, int64_t budget, bool peak_mode, const mp_rsolve_opts *o, double deadline,
@@ -1125,6 +1162,7 @@ int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o,
     }
     double deadline = t0 + (o->time_limit > 0 ? o->time_limit : 5);
     if (warm_start(sp, budget, false, o, deadline, warm, &wpeak, &wok, err)) goto done;
+    if (wok && o->on_plan) o->on_plan(o->on_plan_ctx, warm);
     /* GLPK's tolerances are relative: on huge byte counts a row may be met only
      * within them. The model's own count decides; a plan over budget makes the
      * next solve's budget tighter by the excess. */
@@ -1132,8 +1170,8 @@ int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o,
     solve_out so = {0};
     bool have = false;
     for (int attempt = 0; attempt < 4 && !have; attempt++) {
-        if (solve_once(sp, target, false, false, wok ? warm : NULL, wpeak, deadline, o->gap_limit, o->progress, got,
-                       &so, err))
+        if (solve_once(sp, target, false, false, wok ? warm : NULL, wpeak, deadline, o->gap_limit, o->progress, o,
+                       got, &so, err))
             goto done;
         if (so.status == MP_RSOLVE_INFEASIBLE) {
             if (attempt > 0 && !wok) break; /* only the tightened budget is proven infeasible */
@@ -1219,7 +1257,7 @@ int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
     /* the LP alone: no rounding, no branch and bound */
     solve_out so;
     double limit = o->time_limit > 0 ? o->time_limit : 5;
-    int rc = solve_once(sp, 0, true, true, NULL, 0, t0 + limit, 0, o->progress, got, &so, err);
+    int rc = solve_once(sp, 0, true, true, NULL, 0, t0 + limit, 0, o->progress, NULL, got, &so, err);
     free(got);
     bool ok = false;
     if (!rc) *lower = peak_lower(sp, &so, err, &ok);
@@ -1249,7 +1287,7 @@ int mp_remat_min_peak_range(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
     double limit = o->time_limit > 0 ? o->time_limit : 5, deadline = t0 + limit;
     if (warm_start(sp, 0, true, o, t0 + limit / 3, warm, &wpeak, &wok, err)) goto done;
     solve_out so;
-    if (solve_once(sp, 0, true, false, warm, wpeak, t0 + limit * 0.75, 0, o->progress, got, &so, err)) goto done;
+    if (solve_once(sp, 0, true, false, warm, wpeak, t0 + limit * 0.75, 0, o->progress, NULL, got, &so, err)) goto done;
     int64_t gp = INT64_MAX;
     if (so.found && mp_rplan_peak(sp, &(mp_rplan){got}, NULL, &gp, err)) goto done;
     if (gp > wpeak) memcpy(got, warm, (size_t)sp->ndrop * sizeof *got), gp = wpeak;

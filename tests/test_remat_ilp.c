@@ -249,12 +249,15 @@ static double oracle_cost(const outcome *o, int32_t n, int64_t budget)
 }
 
 /* Solves at budget and checks the plan against the recount; returns the objective (INFINITY: infeasible). */
-static double solve_checked(const mp_rgraph *rg, const mp_rspace *sp, int64_t budget, mp_rsolve_info *info)
+static double solve_checked(const mp_rgraph *rg, const mp_rspace *sp, int64_t budget, mp_rsolve_info *info,
+                            const mp_rplan *warm, mp_rplan *keep)
 {
     mp_err err = {""};
     mp_rsolve_opts o = mp_rsolve_defaults();
     o.gap_limit = 0; /* proven optimal, as the oracle is */
+    o.warm = warm;
     mp_rplan p;
+    if (keep) keep->choice = NULL;
     ck_assert_msg(!mp_remat_solve(sp, budget, &o, &p, info, &err), "%s", err.msg);
     if (info->status == MP_RSOLVE_INFEASIBLE) {
         mp_rplan_free(&p);
@@ -270,7 +273,8 @@ static double solve_checked(const mp_rgraph *rg, const mp_rspace *sp, int64_t bu
     ck_assert_double_eq_tol(c.recompute_cost, info->objective, 1e-9);
     ck_assert(info->mip_gap <= 1e-9 && info->lp_bound <= info->objective + 1e-9);
     mp_rsched_free(&s);
-    mp_rplan_free(&p);
+    if (keep) *keep = p;
+    else mp_rplan_free(&p);
     return info->objective;
 }
 
@@ -292,6 +296,7 @@ static double any_plan_bound_checked(const mp_rgraph *rg, const mp_rspace *sp, i
 START_TEST(oracle)
 {
     int32_t tested = 0, budgets = 0, with_drops = 0, nontrivial = 0, several = 0, cheaper = 0, inside = 0;
+    int32_t repairs = 0, repaired = 0, repaired_least = 0;
     int32_t bounded = 0, tight = 0, peak_tight = 0, bound_tight = 0, retaining = 0, retain_cheaper = 0, retain_dearer = 0;
     for (uint64_t seed = 1; tested < 250; seed++) {
         ck_assert_msg(seed < 2000, "too few instances small enough to enumerate");
@@ -388,11 +393,12 @@ START_TEST(oracle)
                 int64_t t = b[j];
                 b[j] = b[j - 1], b[j - 1] = t;
             }
-        double prev = INFINITY;
+        double prev = INFINITY, wants[8];
+        mp_rplan plans[8] = {{0}};
         for (int k = 0; k < nb; k++) {
             if (b[k] < 0) continue;
             mp_rsolve_info info;
-            double want = oracle_cost(oc, n, b[k]), obj = solve_checked(&rg, &sp, b[k], &info);
+            double want = oracle_cost(oc, n, b[k]), obj = solve_checked(&rg, &sp, b[k], &info, NULL, &plans[k]);
             ck_assert_msg(obj == want || fabs(obj - want) < 1e-9, "seed %llu budget %lld: ILP %g, oracle %g",
                           (unsigned long long)seed, (long long)b[k], obj, want);
             if (b[k] < minp) ck_assert_int_eq(info.status, MP_RSOLVE_INFEASIBLE);
@@ -407,9 +413,37 @@ START_TEST(oracle)
             bounded += bound > 0 && isfinite(bound);
             tight += bound > 0 && fabs(bound - want) < 1e-9;
             prev = obj;
+            wants[k] = want;
             budgets++;
             nontrivial += want > 0 && isfinite(want);
         }
+        /* (6) a re-plan's start: each budget's optimal plan repaired to the next lower budget fits it and costs
+         * no less than the least there; as the warm start, the solve still reaches the oracle */
+        for (int k = nb - 1; k > 0; k--) {
+            if (!plans[k].choice || b[k - 1] < minp) continue;
+            mp_rplan r;
+            int64_t pk, got_pk;
+            ck_assert(!mp_rplan_init(&sp, &r, &err));
+            int fit = mp_remat_repair(&sp, b[k - 1], &plans[k], r.choice, &pk, &err);
+            ck_assert_msg(fit >= 0, "%s", err.msg);
+            ck_assert(!mp_rplan_peak(&sp, &r, NULL, &got_pk, &err) && got_pk == pk);
+            ck_assert_int_eq(fit, pk <= b[k - 1]);
+            repairs++;
+            if (fit) {
+                repaired++;
+                double cost = 0;
+                for (int32_t i = 0; i < sp.ndrop; i++) cost += r.choice[i] >= 0 ? sp.cand[r.choice[i]].cost : 0;
+                ck_assert_msg(cost >= wants[k - 1] - 1e-9, "seed %llu: repair costs %g below the least %g",
+                              (unsigned long long)seed, cost, wants[k - 1]);
+                repaired_least += fabs(cost - wants[k - 1]) < 1e-9;
+                mp_rsolve_info info;
+                double obj = solve_checked(&rg, &sp, b[k - 1], &info, &r, NULL);
+                ck_assert_msg(fabs(obj - wants[k - 1]) < 1e-9, "seed %llu: warm from the repair %g, oracle %g",
+                              (unsigned long long)seed, obj, wants[k - 1]);
+            }
+            mp_rplan_free(&r);
+        }
+        for (int k = 0; k < nb; k++) mp_rplan_free(&plans[k]);
         free(oc);
         free(oc0);
         free(oc1);
@@ -423,9 +457,10 @@ START_TEST(oracle)
            "several gaps, %d budgets cheaper than with one gap per value, %d candidates making an input inside; "
            "the bound on every plan is above 0 at %d budgets, equal to the least cost at %d; the bound on every "
            "plan's peak equals the least peak on %d instances, the space's LP bound on %d; %d retaining candidates, retention cheaper at %d "
-           "budgets, dearer at %d\n",
+           "budgets, dearer at %d; %d of %d plans repaired to a lower budget fit it, %d at its least cost\n",
            tested, with_drops, budgets, nontrivial, several, cheaper, inside, bounded, tight, peak_tight, bound_tight,
-           retaining, retain_cheaper, retain_dearer);
+           retaining, retain_cheaper, retain_dearer, repaired, repairs, repaired_least);
+    ck_assert_int_ge(repaired, repairs / 2);
     ck_assert_int_ge(peak_tight, 100);
     ck_assert_int_ge(bounded, 100);
     ck_assert_int_ge(tight, 50);
@@ -494,7 +529,7 @@ START_TEST(chain)
     } want[] = {{32, 0, 32}, {31, 2, 30}, {30, 2, 30}, {29, 5, 22}, {22, 5, 22}, {21, 12, 21}};
     for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
         mp_rsolve_info info;
-        ck_assert_double_eq(solve_checked(&rg, &sp, want[k].budget, &info), want[k].cost);
+        ck_assert_double_eq(solve_checked(&rg, &sp, want[k].budget, &info, NULL, NULL), want[k].cost);
         ck_assert_int_eq(info.model_peak, want[k].peak);
     }
     /* The bound on every plan, by hand. At bw2 (step 4) its inputs and output
@@ -606,9 +641,9 @@ START_TEST(multigap)
     ck_assert(sp1.ndrop == 2 && sp1.gap_start[0] == 2 && sp1.gap_end[0] == 5); /* the earlier of two largest */
 
     mp_rsolve_info info;
-    ck_assert_double_eq(solve_checked(&rg, &sp, 301, &info), 2);
+    ck_assert_double_eq(solve_checked(&rg, &sp, 301, &info, NULL, NULL), 2);
     ck_assert_int_eq(info.model_peak, 261);
-    ck_assert_double_eq(solve_checked(&rg, &sp1, 301, &info), 10);
+    ck_assert_double_eq(solve_checked(&rg, &sp1, 301, &info, NULL, NULL), 10);
     ck_assert_int_eq(info.model_peak, 301);
     mp_rplan p;
     mp_rsolve_opts o = mp_rsolve_defaults();
