@@ -305,7 +305,8 @@ static void plan_free(plan *p)
     mp_rgraph_free(&p->rg);
     free(p->recomputed);
     if (p->onnx) mp_cli_step_free(&p->step);
-    p->have_rp = p->have_hint = p->have_ahead = p->have_sp = p->have_base = p->have_least = p->have_space_floor = p->have_base_least = false;
+    p->have_rp = p->have_hint = p->have_ahead = p->have_sp = p->have_base = false;
+    p->have_least = p->have_space_floor = p->have_base_least = false;
     p->recomputed = NULL;
     p->onnx = false;
 }
@@ -593,6 +594,16 @@ static int emit_ilp_plan(plan *p, bool *fits)
     return 0;
 }
 
+/* A re-plan's warm start: the ILP's plan that fragmented (keep_hint),
+ * repaired to this target. 1: made (warm), 0: none, -1: error (err). */
+static int repaired_hint(plan *p, mp_rplan *warm, mp_err *err)
+{
+    int64_t peak;
+    if (!p->have_hint) return 0;
+    if (mp_rplan_init(&p->sp, warm, err)) return -1;
+    return mp_remat_repair(&p->sp, p->target, &p->hint, warm->choice, &peak, err);
+}
+
 /* The ILP's plan: solved, emitted, recounted. A space proven empty leaves
  * the plan to a baseline's order, or to rescue_least_peak when none fits. */
 static int plan_ilp(plan *p, bool *fits)
@@ -608,12 +619,7 @@ static int plan_ilp(plan *p, bool *fits)
     /* a re-plan starts from the last plan, repaired to this target: its solve
      * is given a quarter of the time (measured: the same plans, docs/cli.md) */
     mp_rplan warm = {0};
-    int64_t warm_peak;
-    int repaired = 0;
-    if (p->have_hint)
-        repaired = mp_rplan_init(&p->sp, &warm, &err) ? -1
-                                                       : mp_remat_repair(&p->sp, p->target, &p->hint, warm.choice,
-                                                                         &warm_peak, &err);
+    int repaired = repaired_hint(p, &warm, &err);
     if (repaired < 0) {
         mp_rplan_free(&warm);
         mp_cli_model_error(p->source, err.msg);
@@ -622,7 +628,7 @@ static int plan_ilp(plan *p, bool *fits)
     mp_rsolve_opts so = solve_opts(p, repaired ? &warm : NULL);
     if (repaired) so.time_limit *= REPLAN_TIME_SHARE;
     place_ahead *ahead = NULL;
-    if (p->place_o) {
+    if (p->place_o) { /* placed as fit_arena will place it */
         place_ahead_cfg cfg = {.model = p->place_o->model, .rg = &p->rg, .sp = &p->sp, .target = p->target};
         round_opts(p, p->place_o, p->round, &cfg.po);
         ahead = place_ahead_start(&cfg);
