@@ -191,6 +191,7 @@ static void init_launchers(void)
     launchers[MP_CU_RANGE] = launch<k_range>;
     launchers[MP_CU_MAP_INT] = launch<k_map_int>;
     launchers[MP_CU_ALL_FINITE] = launch<k_all_finite>;
+    launchers[MP_CU_DET] = launch<k_det>;
 }
 
 /* cuBLAS's type of a GEMM operand: fp32, or bf16 / fp16 (codegen gives A, B and C one type; the

@@ -46,7 +46,7 @@ enum {
     MP_CU_RESIZE,       /* Resize along one axis (a launch per axis, doubles in the workspace between them) */
     MP_CU_PAD,          /* out[i] = in[source index per axis] or the fill (any dtype, by element size) */
     MP_CU_PAD_DX,       /* Pad's gradient: a thread per dX element sums the dY elements that copied it */
-    MP_CU_EINSUM,       /* a thread per output element: the sum over the contracted labels of the operands' product */
+    MP_CU_EINSUM,       /* a thread per output element: the sum over the contracted labels of the operands' product (MatMulInteger's shifted) */
     MP_CU_RESIZE_DX,    /* Resize's adjoint along one axis: a thread per input cell gathers the outputs that read it */
     MP_CU_CUMSUM,       /* a thread per line along the axis: the running sum in the CPU's order (exclusive, reverse) */
     MP_CU_GATHER_ELEMENTS, /* out[i] = data[i with the axis index replaced by idx[i]] (any dtype) */
@@ -66,6 +66,7 @@ enum {
     MP_CU_RANGE,        /* out[i] = start + i delta (start x0, delta x1: scalars in the arena) */
     MP_CU_MAP_INT,      /* MP_CU_MAP's layout on 64-bit integers, exact: the bitwise functions (MP_FN_BIT_*) */
     MP_CU_ALL_FINITE,   /* x1[0] = 0 where an element of x0 is not finite (after a FILL of 1): fp16's AllFinite */
+    MP_CU_DET,          /* Det, a thread per matrix (its elimination in the workspace) */
     MP_CU_OP_COUNT
 };
 

@@ -32,7 +32,7 @@ static const mp_cu_elem_fn elem_fns[MP_CU_OP_COUNT] = {
     [MP_CU_LP_NORM] = k_lp_norm,   [MP_CU_REVERSE_SEQ] = k_reverse_seq,
     [MP_CU_LRN] = k_lrn,           [MP_CU_ARG] = k_arg,             [MP_CU_ONE_HOT] = k_one_hot,
     [MP_CU_TOPK] = k_topk,         [MP_CU_RANGE] = k_range,         [MP_CU_MAP_INT] = k_map_int,
-    [MP_CU_ALL_FINITE] = k_all_finite,
+    [MP_CU_ALL_FINITE] = k_all_finite, [MP_CU_DET] = k_det,
 };
 
 static char *host_alloc(const mp_cu_plan *p, void **ws, size_t *taken)

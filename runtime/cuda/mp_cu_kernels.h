@@ -849,7 +849,7 @@ MP_HD void k_bn_apply(const mp_cu_args *a, int64_t i)
 
 enum {
     W_N = 0, W_C, W_M, W_CG, W_MG, W_NSP, W_IN = 6, W_OUT = 9, W_K = 12, W_S = 15, W_D = 18, W_PB = 21, W_PE = 24,
-    W_INN = 27, W_OUTN, W_KN, W_KIND, W_INCL_PAD, W_COL_MAJOR, W_COUNT
+    W_INN = 27, W_OUTN, W_KN, W_KIND, W_INCL_PAD, W_COL_MAJOR, W_ZW_STEP, W_COUNT
 };
 #define MP_CU_MAXSP 3
 
@@ -893,20 +893,28 @@ MP_HD int64_t mp_cu_tap_out(const int64_t *p, const int64_t *iidx, int64_t kp)
 }
 
 /* X x0 [N, C, in..], W x1 [M, C/groups, k..], B x2 (or NULL) -> Y x3 [N, M, out..]. The sum is rounded to
- * fp32 before the bias is added in fp32, as runtime/cpu_conv.c (its GEMM's fp32 output, then add_bias). */
+ * fp32 before the bias is added in fp32, as runtime/cpu_conv.c (its GEMM's fp32 output, then add_bias).
+ * ConvInteger: x4 and x5 are X's zero point (per tensor) and W's (per tensor, or per output channel:
+ * W_ZW_STEP 1), subtracted as runtime/cpu_quant.c shifts the operands (a tap in the padding adds 0, the
+ * shifted zero point), and the integer Y takes the exact sum. */
 MP_HD void k_conv(const mp_cu_args *a, int64_t i)
 {
     const int64_t *p = a->p;
     int64_t on = p[W_OUTN], o = i % on, m = (i / on) % p[W_M], n = i / (on * p[W_M]), oidx[MP_CU_MAXSP];
     mp_cu_unflat((int)p[W_NSP], p + W_OUT, o, oidx);
     int64_t c0 = (m / p[W_MG]) * p[W_CG];
+    double zx = a->x[4] ? mp_cu_ld(a->x[4], a->dt[4], 0) : 0, zw = a->x[5] ? mp_cu_ld(a->x[5], a->dt[5], m * p[W_ZW_STEP]) : 0;
     double s = 0;
     for (int64_t kp = 0; kp < p[W_KN]; kp++) {
         int64_t at = mp_cu_tap(p, oidx, kp);
         if (at < 0) continue;
         for (int64_t cg = 0; cg < p[W_CG]; cg++)
-            s += mp_cu_ld(a->x[0], a->dt[0], (n * p[W_C] + c0 + cg) * p[W_INN] + at) *
-                 mp_cu_ld(a->x[1], a->dt[1], (m * p[W_CG] + cg) * p[W_KN] + kp);
+            s += (mp_cu_ld(a->x[0], a->dt[0], (n * p[W_C] + c0 + cg) * p[W_INN] + at) - zx) *
+                 (mp_cu_ld(a->x[1], a->dt[1], (m * p[W_CG] + cg) * p[W_KN] + kp) - zw);
+    }
+    if (a->dt[3] == MP_CU_I32) {
+        mp_cu_st(a->x[3], a->dt[3], i, s);
+        return;
     }
     float y = (float)s;
     if (a->x[2]) y += (float)mp_cu_ld(a->x[2], a->dt[2], m);
@@ -1497,38 +1505,82 @@ MP_HD void k_pad_dx(const mp_cu_args *a, int64_t i)
 
 /* ---- Einsum (runtime/cpu_matmul.c mp_cpu_Einsum) ---------------------------------------------------- */
 
-/* p: nin, output rank no, contracted labels ns, the output dims[no], the contracted sizes[ns], then
+/* p: nin, output rank no, contracted labels ns, zp, the output dims[no], the contracted sizes[ns], then
  * per input its element strides along the output axes[no] and the contracted labels[ns] (0 where it
  * lacks the label or broadcasts it; summed for a repeated label: a diagonal). Inputs x0.., the output
- * x[nin] (float32 / float64), a thread per output element: the sum over the contracted index space,
- * row-major, of the product of the inputs in input order, in double. */
-enum { ES_NIN = 0, ES_NO, ES_NS, ES_DIMS };
+ * x[nin] (float32 / float64; int32 for MatMulInteger), a thread per output element: the sum over the
+ * contracted index space, row-major, of the product of the inputs in input order, in double. zp 1:
+ * input t's zero point x[nin + 1 + t] (NULL: none), read through the next nin rows of strides, is
+ * subtracted from it: MatMulInteger's (A - a_zero_point)(B - b_zero_point), runtime/cpu_quant.c's
+ * shifted operands (integers, so the sums are exact below 2^53). */
+enum { ES_NIN = 0, ES_NO, ES_NS, ES_ZP, ES_DIMS };
 #define MP_CU_EINSUM_MAXS 16 /* contracted labels */
 
 MP_HD void k_einsum(const mp_cu_args *a, int64_t i)
 {
     int nin = (int)a->p[ES_NIN], no = (int)a->p[ES_NO], ns = (int)a->p[ES_NS], w = no + ns;
+    int zp = a->p[ES_ZP] != 0, nv = zp ? 2 * nin : nin; /* the operands whose offsets move: inputs, zero points */
     const int64_t *od = a->p + ES_DIMS, *cs = od + no, *st = cs + ns;
     int64_t off[MP_CU_NT] = {0}, sidx[MP_CU_EINSUM_MAXS] = {0}, rem = i, cnt = 1;
     for (int d = no - 1; d >= 0; d--) { /* one unflattening for every input */
         int64_t q = rem / od[d], at = rem - q * od[d];
-        for (int t = 0; t < nin; t++) off[t] += at * st[t * w + d];
+        for (int t = 0; t < nv; t++) off[t] += at * st[t * w + d];
         rem = q;
     }
     for (int c = 0; c < ns; c++) cnt *= cs[c];
     double acc = 0;
     for (int64_t s = 0; s < cnt; s++) {
         double prod = 1;
-        for (int t = 0; t < nin; t++) prod *= mp_cu_ld(a->x[t], a->dt[t], off[t]);
+        for (int t = 0; t < nin; t++) {
+            const void *z = zp ? a->x[nin + 1 + t] : NULL;
+            prod *= mp_cu_ld(a->x[t], a->dt[t], off[t]) - (z ? mp_cu_ld(z, a->dt[nin + 1 + t], off[nin + t]) : 0);
+        }
         acc += prod;
         for (int c = ns - 1; c >= 0; c--) { /* the last contracted label fastest */
             int wrap = ++sidx[c] == cs[c];
-            for (int t = 0; t < nin; t++) off[t] += (wrap ? 1 - cs[c] : 1) * st[t * w + no + c];
+            for (int t = 0; t < nv; t++) off[t] += (wrap ? 1 - cs[c] : 1) * st[t * w + no + c];
             if (!wrap) break;
             sidx[c] = 0;
         }
     }
     mp_cu_st(a->x[nin], a->dt[nin], i, acc);
+}
+
+/* ---- Det (runtime/cpu_misc.c mp_cpu_Det) ----------------------------------------------------------- */
+
+/* p: m. x0 [mats, m, m] (contiguous) -> x1 [mats], a thread per matrix: Gaussian elimination with partial
+ * pivoting in double on the matrix's copy in the workspace x2 (m * m doubles a matrix), the CPU kernel's
+ * steps in its order, so its bits. */
+enum { DET_M = 0 };
+
+MP_HD void k_det(const mp_cu_args *a, int64_t b)
+{
+    int64_t m = a->p[DET_M];
+    double *w = (double *)a->x[2] + b * m * m, det = 1;
+    for (int64_t i = 0; i < m * m; i++) w[i] = mp_cu_ld(a->x[0], a->dt[0], b * m * m + i);
+    for (int64_t c = 0; c < m && det != 0; c++) {
+        int64_t p = c;
+        for (int64_t r = c + 1; r < m; r++)
+            if (fabs(w[r * m + c]) > fabs(w[p * m + c])) p = r;
+        if (w[p * m + c] == 0) {
+            det = 0;
+            break;
+        }
+        if (p != c) {
+            for (int64_t j = 0; j < m; j++) {
+                double t = w[c * m + j];
+                w[c * m + j] = w[p * m + j];
+                w[p * m + j] = t;
+            }
+            det = -det;
+        }
+        det *= w[c * m + c];
+        for (int64_t r = c + 1; r < m; r++) {
+            double f = w[r * m + c] / w[c * m + c];
+            for (int64_t j = c; j < m; j++) w[r * m + j] -= f * w[c * m + j];
+        }
+    }
+    mp_cu_st(a->x[1], a->dt[1], b, det);
 }
 
 /* ---- CumSum, CumProd (runtime/cpu_reduce.c run_cumulative) ---------------------------------------- */
