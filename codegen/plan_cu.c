@@ -363,11 +363,21 @@ static const char *lower_map(cg *c, const mp_node *n)
 
 /* Sum, Mean, Max, Min (any number of inputs, each broadcast): as runtime/cpu_elementwise.c folds them left
  * into Y, one MAP of the first two (the first alone: a broadcast copy), then one MAP of Y with each next
- * input in place; Mean then divides by the count. */
+ * input in place; Mean then divides by the count. A 16-bit Y is the CPU's fp32 copy of it (runtime/exec.c
+ * widen16 / round16), rounded once at the end: so when Y would hold an intermediate (a third input, or
+ * Mean's sum before its division), the fold runs in the workspace as fp32 (MP_CU_WS32) and the last MAP
+ * rounds it into Y. */
 static const struct {
     const char *op;
     int fn;
 } variadic_ops[] = {{"Sum", MP_FN_ADD}, {"Mean", MP_FN_ADD}, {"Max", MP_FN_MAX}, {"Min", MP_FN_MIN}};
+
+/* Points operand k of the instruction emitted since `since` (if any) at the fp32 workspace. */
+static void ws32_operand(cg *c, int32_t since, int k)
+{
+    mp_cu_instr *I = emitted(c, since);
+    if (I) I->t[k] = MP_CU_WS32;
+}
 
 static const char *lower_variadic(cg *c, const mp_node *n)
 {
@@ -379,9 +389,22 @@ static const char *lower_variadic(cg *c, const mp_node *n)
         if (n->in[i] < 0 || V(c, n->in[i])->dtype != V(c, y)->dtype) return "an input missing or of another dtype";
     bool mean = !strcmp(n->op_type, "Mean");
     if (mean && !mp_dtype_is_float(V(c, y)->dtype)) return "a Mean other than float";
+    bool ws = mp_dtype_is_half(V(c, y)->dtype) && n->nin > (mean ? 1 : 2);
+    if (ws) need_ws(c, numel(c, y) * (int64_t)sizeof(float));
+    int32_t at = c->n; /* the fold's MAPs read and write y's elements contiguously: the workspace takes y's place */
     const char *e = n->nin == 1 ? map(c, MP_FN_IDENT, 1, n->in, y, 0, 1) : map(c, variadic_ops[k].fn, 2, n->in, y, 0, 1);
-    for (int i = 2; i < n->nin && !e; i++) e = map(c, variadic_ops[k].fn, 2, (int32_t[]){y, n->in[i]}, y, 0, 1);
-    return e || !mean ? e : map(c, MP_FN_SCALE, 1, &y, y, 1, (double)n->nin);
+    if (ws) ws32_operand(c, at, 2);
+    for (int i = 2; i < n->nin && !e; i++) {
+        at = c->n;
+        e = map(c, variadic_ops[k].fn, 2, (int32_t[]){y, n->in[i]}, y, 0, 1);
+        if (ws) ws32_operand(c, at, 0), ws32_operand(c, at, 2);
+    }
+    if (e || !ws) return e || !mean ? e : map(c, MP_FN_SCALE, 1, &y, y, 1, (double)n->nin);
+    if (!mean) return round_from_ws(c, MP_CU_WS32, y);
+    at = c->n;
+    e = map(c, MP_FN_SCALE, 1, &y, y, 1, (double)n->nin); /* divides and rounds once */
+    ws32_operand(c, at, 0);
+    return e;
 }
 
 /* Clip with constant bounds (inputs 1 and 2 from opset 11, attributes before):
@@ -512,6 +535,46 @@ static const char *lower_quant(cg *c, const mp_node *n)
     mp_cu_instr *I = emitted(c, at);
     if (I && quant) I->f[2] = ft == MP_FLOAT;
     return e;
+}
+
+/* The integer types of runtime/cpu_quant.c's products (quant_type). */
+static bool quant_int(const cg *c, int32_t id)
+{
+    mp_dtype t = V(c, id)->dtype;
+    return t == MP_INT8 || t == MP_UINT8 || t == MP_INT16 || t == MP_UINT16 || t == MP_INT32;
+}
+
+/* A zero point of an integer product: absent, or integers of 1 or `per` elements (per row, column or
+ * output channel). */
+static bool zero_point_ok(const cg *c, int32_t zp, int64_t per)
+{
+    return zp < 0 || (mp_dtype_is_int(V(c, zp)->dtype) && !tview(c, zp) && (numel(c, zp) == 1 || numel(c, zp) == per));
+}
+
+/* MatMulInteger, 2-D as runtime/cpu_quant.c (which refuses a batch): MP_CU_EINSUM "ik,kj->ij" of A and B,
+ * each less its zero point (per tensor, per row of A, per column of B: the zero-point rows of strides), in
+ * double, exact for these integers, stored into the int32 Y as the CPU's (int32_t)(int64_t). */
+static const char *lower_matmul_int(cg *c, const mp_node *n)
+{
+    int32_t a = vin(n, 0), b = vin(n, 1), za = vin(n, 2), zb = vin(n, 3), y = vout(n, 0);
+    if (a < 0 || b < 0 || y < 0 || V(c, y)->dtype != MP_INT32) return "missing operands, or an output other than int32";
+    if (!quant_int(c, a) || !quant_int(c, b)) return "operands other than int8, uint8, int16, uint16 or int32";
+    if (V(c, a)->rank != 2 || V(c, b)->rank != 2 || V(c, y)->rank != 2) return "a batched MatMulInteger (the CPU's kernel is 2-D)";
+    int64_t M = dim(c, a, 0), K = dim(c, a, 1), N = dim(c, b, 1), as[2], bs[2];
+    if (dim(c, b, 0) != K || dim(c, y, 0) != M || dim(c, y, 1) != N) return "matrix dims that disagree";
+    if (!zero_point_ok(c, za, M) || !zero_point_ok(c, zb, N)) return "zero points other than integer scalars, per row of A or per column of B";
+    if (!M || !N) return NULL;
+    strides_of(c, a, as), strides_of(c, b, bs);
+    /* each operand's strides along i, j (the output's) and k (contracted): A, B, then their zero points */
+    const int64_t str[4][3] = {{as[0], 0, as[1]}, {0, bs[1], bs[0]}, {za >= 0 && numel(c, za) > 1, 0, 0},
+                               {0, zb >= 0 && numel(c, zb) > 1, 0}};
+    EMIT(I, MP_CU_EINSUM, M * N);
+    int64_t *p = I->p;
+    p[ES_NIN] = 2, p[ES_NO] = 2, p[ES_NS] = 1, p[ES_ZP] = 1, p += ES_DIMS;
+    *p++ = M, *p++ = N, *p++ = K;
+    memcpy(p, str, sizeof str);
+    I->t[0] = T(c, a), I->t[1] = T(c, b), I->t[2] = T(c, y), I->t[3] = T(c, za), I->t[4] = T(c, zb);
+    return NULL;
 }
 
 /* ---- data movement ------------------------------------------------------------------------ */
@@ -1464,19 +1527,33 @@ static const char *window_op(cg *c, int op, const int64_t *p, int64_t n, int32_t
     return NULL;
 }
 
+/* Conv, ConvGrad; ConvInteger (as runtime/cpu_quant.c: X's zero point per tensor, W's per tensor or per
+ * output channel, an int32 Y) on the direct CONV with the zero points as x4, x5 (never cuDNN: integers). */
 static const char *lower_conv(cg *c, const mp_node *n)
 {
-    bool grad = !strcmp(n->op_type, "ConvGrad");
+    bool grad = !strcmp(n->op_type, "ConvGrad"), integer = !strcmp(n->op_type, "ConvInteger");
     int32_t dy = grad ? vin(n, 0) : -1, x = vin(n, grad ? 1 : 0), w = vin(n, grad ? 2 : 1), y = grad ? dy : vout(n, 0);
     int64_t p[W_COUNT], kd[MP_CU_MAX_RANK];
     const char *e = plain_f32(c, n);
     if (e) return e;
+    if (x < 0 || w < 0 || y < 0) return "missing operands";
+    if (integer && (!quant_int(c, x) || !quant_int(c, w) || V(c, y)->dtype != MP_INT32 || tview(c, x) || tview(c, w)))
+        return "operands other than int8, uint8, int16, uint16 or int32, or an output other than int32";
     int nk = dims_of(c, w, kd) - 2;
     if (nk < 1 || (e = window(c, n, x, y, kd + 2, nk, p))) return e ? e : "a filter of rank < 3";
     int64_t groups = mp_attr_int(n, "group", 1);
     p[W_CG] = dim(c, w, 1), p[W_MG] = groups > 0 ? p[W_M] / groups : 0;
     if (groups < 1 || p[W_CG] * groups != p[W_C] || p[W_M] % groups || dim(c, w, 0) != p[W_M])
         return "channels that do not match the groups";
+    if (integer) {
+        int32_t zx = vin(n, 2), zw = vin(n, 3), at = c->n;
+        if (!zero_point_ok(c, zx, 1) || !zero_point_ok(c, zw, p[W_M])) return "zero points other than integer scalars (or W's per output channel)";
+        p[W_ZW_STEP] = zw >= 0 && numel(c, zw) > 1;
+        if ((e = window_op(c, MP_CU_CONV, p, numel(c, y), x, w, -1, y))) return e;
+        mp_cu_instr *I = emitted(c, at);
+        if (I) I->t[4] = T(c, zx), I->t[5] = T(c, zw);
+        return NULL;
+    }
     if (!grad) return window_op(c, MP_CU_CONV, p, numel(c, y), x, w, vin(n, 2), y);
     int32_t dx = vout(n, 0), dw = vout(n, 1), db = vout(n, 2);
     if (T(c, dx) >= 0 && (e = window_op(c, MP_CU_CONV_DX, p, numel(c, x), dy, w, dx, -1))) return e;
@@ -1999,6 +2076,29 @@ static const char *lower_einsum(cg *c, const mp_node *n)
     return NULL;
 }
 
+/* ---- Det ------------------------------------------------------------------------------------------------ */
+
+/* Det (float32 / float64, as runtime/cpu_misc.c): MP_CU_DET, a thread per matrix eliminating its copy in the
+ * workspace (m * m doubles a matrix). */
+static const char *lower_det(cg *c, const mp_node *n)
+{
+    int32_t x = vin(n, 0), y = vout(n, 0);
+    if (x < 0 || y < 0) return "missing operands";
+    mp_dtype dt = V(c, x)->dtype;
+    int r = V(c, x)->rank;
+    if ((dt != MP_FLOAT && dt != MP_DOUBLE) || V(c, y)->dtype != dt) return "a dtype other than float32 or float64";
+    if (tview(c, x)) return "a transposed view operand";
+    if (r < 2 || dim(c, x, r - 1) != dim(c, x, r - 2)) return "other than square matrices [..., M, M]";
+    int64_t m = dim(c, x, r - 1), mats = numel(c, y);
+    if (m && numel(c, x) / (m * m) != mats) return "an output other than one element per matrix";
+    if (!mats || T(c, y) < 0) return NULL;
+    EMIT(I, MP_CU_DET, mats);
+    I->p[DET_M] = m;
+    I->t[0] = T(c, x), I->t[1] = T(c, y), I->t[2] = MP_CU_WS;
+    need_ws(c, mats * m * m * (int64_t)sizeof(double));
+    return NULL;
+}
+
 /* ---- training-mode Dropout, optimizer updates ------------------------------------------------------- */
 
 static const char *lower_dropout(cg *c, const mp_node *n)
@@ -2371,7 +2471,8 @@ static const struct {
     {"BitwiseAnd", lower_bitwise}, {"BitwiseOr", lower_bitwise}, {"BitwiseXor", lower_bitwise},
     {"BitwiseNot", lower_bitwise}, {"BitShift", lower_bitwise}, {"QuantizeLinear", lower_quant},
     {"DequantizeLinear", lower_quant}, {"Upsample", lower_upsample}, {"LossScale", lower_loss_scale},
-    {"AllFinite", lower_all_finite}, {"LossScaleUpdate", lower_loss_scale_update},
+    {"AllFinite", lower_all_finite}, {"LossScaleUpdate", lower_loss_scale_update}, {"Det", lower_det},
+    {"MatMulInteger", lower_matmul_int}, {"ConvInteger", lower_conv},
 };
 
 static lower_fn find_lowering(const char *op)
@@ -2581,6 +2682,9 @@ static const char *const ops16[] = {
     "AveragePool", "AveragePoolGrad", "GlobalAveragePool", "GlobalAveragePoolGrad",
     /* the updates read a 16-bit gradient widened; master and state are fp32; fp16's loss scale */
     "SGDUpdate", "MomentumUpdate", "AdamUpdate", "AdafactorUpdate", "LossScale", "AllFinite", "LossScaleUpdate",
+    /* one REDUCE (sum in double, over the count for the mean, rounded once) or one MAP (dY times 1 / count);
+     * Sum and Mean fold in the fp32 workspace when Y would hold an intermediate, then round once */
+    "ReduceMean", "ReduceSum", "ReduceMeanGrad", "ReduceSumGrad", "Sum", "Mean",
     NULL,
 };
 
