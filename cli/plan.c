@@ -628,7 +628,8 @@ static int plan_ilp(plan *p, bool *fits)
     mp_rsolve_opts so = solve_opts(p, repaired ? &warm : NULL);
     if (repaired) so.time_limit *= REPLAN_TIME_SHARE;
     place_ahead *ahead = NULL;
-    if (p->place_o) { /* placed as fit_arena will place it */
+    if (p->place_o && sysconf(_SC_NPROCESSORS_ONLN) >= 2) { /* placed as fit_arena will place it; on one core the
+                                                              * thread would take the solver's time */
         place_ahead_cfg cfg = {.model = p->place_o->model, .rg = &p->rg, .sp = &p->sp, .target = p->target};
         round_opts(p, p->place_o, p->round, &cfg.po);
         ahead = place_ahead_start(&cfg);
@@ -640,6 +641,7 @@ static int plan_ilp(plan *p, bool *fits)
     mp_rplan_free(&warm);
     if (ahead) {
         const int32_t *final = failed || p->info.status == MP_RSOLVE_INFEASIBLE ? NULL : p->rp.choice;
+        if (p->have_ahead) mp_rsched_free(&p->ahead_order);
         p->have_ahead = place_ahead_finish(ahead, final, &p->ahead_order, &p->ahead_info);
     }
     if (failed) {
@@ -672,6 +674,7 @@ static int rescue_least_peak(plan *p, bool *fits)
     if (p->least_peak > p->target) return 0;
     mp_rsolve_opts warm = solve_opts(p, &p->least);
     mp_rplan_free(&p->rp);
+    p->have_rp = false;
     if (mp_remat_solve(&p->sp, p->target, &warm, &p->rp, &p->info, &err) || p->info.status == MP_RSOLVE_INFEASIBLE) {
         mp_rplan_free(&p->rp);
         if (mp_rplan_init(&p->sp, &p->rp, &err)) goto fail; /* the least-peak plan fits: use it */
@@ -680,6 +683,7 @@ static int rescue_least_peak(plan *p, bool *fits)
     } else {
         p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
     }
+    p->have_rp = true;
     return emit_ilp_plan(p, fits);
 fail:
     mp_cli_model_error(p->source, err.msg);
@@ -1262,6 +1266,7 @@ static void keep_hint(plan *p)
     if (!p->have_rp || p->order_from != -1) return; /* a baseline's order was given: the last hint stays */
     if (p->have_hint) mp_rplan_free(&p->hint);
     p->hint = p->rp;
+    p->rp = (mp_rplan){0}; /* the hint owns its choices now */
     p->have_hint = true, p->have_rp = false;
 }
 

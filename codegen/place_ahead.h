@@ -5,9 +5,10 @@
  * solve offers (mp_rsolve_opts.on_plan) is turned into its order and placed on
  * a second thread; a newer plan cancels the placement of the last. When the
  * solve returns, the placement of its plan is done or under way: the caller
- * waits for it instead of placing the plan itself. Each placement's work is
- * fixed (mp_plan_opts.arena_work), so its arena is the one the caller would
- * have got. */
+ * waits for it instead of placing the plan itself. With a fixed amount of
+ * work (cfg.po.arena_work > 0, as the command sets it) a placement does not
+ * depend on the time it gets, so its arena is the one the caller would have
+ * got. */
 #ifndef MEMPLAN_CODEGEN_PLACE_AHEAD_H
 #define MEMPLAN_CODEGEN_PLACE_AHEAD_H
 
