@@ -210,9 +210,10 @@ typedef struct mp_rsolve_opts {
     bool progress;            /* solver progress on stderr */
     const mp_rplan *warm;     /* a feasible plan to start from, or NULL */
     /* called (cost mode) with plans as the solve finds them: the warm start, the LP's rounding when better,
-     * each better incumbent the search reports (GLP_IBINGO; not those of GLPK's own rounding heuristic) (ndrop
-     * choices, valid during the call); the caller may work on them while the search goes on. The solve's plan
-     * may be none of them. Plans past the budget by GLPK's tolerance are offered too: recount them */
+     * each better incumbent of the search, found by branching or by GLPK's heuristics (ndrop choices, valid
+     * during the call); the caller may work on them while the search goes on. The solve's plan may be an
+     * earlier one (a cheaper warm start). Plans past the budget by GLPK's tolerance are offered too: recount
+     * them */
     void (*on_plan)(void *ctx, const int32_t *choice);
     void *on_plan_ctx;
 } mp_rsolve_opts;

@@ -235,6 +235,7 @@ typedef struct ilp {
     int64_t *ret_node, *ret_phase; /* nnodes: the most bytes retention can add at node t, and before it */
     const mp_rsolve_opts *offer; /* cost mode: on_plan gets each incumbent */
     int32_t *offered;         /* ndrop: the incumbent as choices */
+    double offered_cost;      /* the cost of the last plan offered (the warm start's, the rounding's, ...) */
 } ilp;
 
 static int put(ilp *m, int row, int col, double v)
@@ -708,7 +709,11 @@ static void offer(const ilp *m, const int32_t *choice)
 static void on_tree(glp_tree *T, void *info)
 {
     ilp *m = info;
-    if (glp_ios_reason(T) == GLP_IBINGO && m->offered) { /* a better incumbent, in P's MIP solution */
+    /* a better incumbent, in P's MIP solution: the search's (GLP_IBINGO) or one of GLPK's own heuristics,
+     * which raise no reason of their own, so it is looked for at every call */
+    int ms = m->offered ? glp_mip_status(m->P) : GLP_UNDEF;
+    if ((ms == GLP_FEAS || ms == GLP_OPT) && glp_mip_obj_val(m->P) / m->oscale < m->offered_cost * (1 - 1e-9)) {
+        m->offered_cost = glp_mip_obj_val(m->P) / m->oscale;
         mip_choice(m, NULL, m->offered);
         offer(m, m->offered);
     }
@@ -772,7 +777,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
                       int32_t *choice, solve_out *out, mp_err *err)
 {
     ilp m = {.sp = sp, .budget = budget, .peak_mode = peak_mode, .bound = -INFINITY, .oscale = 1, .unit = 1,
-             .offer = offers};
+             .offer = offers, .offered_cost = offers && warm ? plan_cost(sp, warm) : INFINITY};
     memset(out, 0, sizeof *out);
     glp_term_out(progress ? GLP_ON : GLP_OFF);
     if (progress) glp_term_hook(to_stderr, NULL);
@@ -865,6 +870,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
             memcpy(choice, best, (size_t)sp->ndrop * sizeof *choice); /* the fallback if the search finds nothing */
             rounded = true;
             offer(&m, choice);
+            m.offered_cost = best_cost;
         }
         if (progress && better)
             fprintf(stderr, "remat ilp: LP rounding gives %s %g, %.2f s left\n", peak_mode ? "peak" : "cost", best_cost,
