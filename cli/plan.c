@@ -576,23 +576,24 @@ static int report_infeasible(plan *p, const char *why)
 static int emit_ilp_plan(plan *p, bool *fits)
 {
     mp_err err = {{0}};
-    if (mp_rplan_emit(&p->sp, &p->rp, &p->order, &err) || mp_rsched_count(&p->rg, &p->order, &p->count, &err)) {
+    int made = mp_rplan_order(&p->sp, &p->rp, p->target, &p->order, &p->count, &p->pruned, &err);
+    if (made < 0) {
         mp_cli_model_error(p->source, err.msg);
         return -1;
     }
-    if (p->count.peak_bytes > p->target) {
+    if (!made) {
         mp_cli_model_error(p->source, "the solver's plan recounts above the usable budget: refusing it (a bug: "
                            "please report it)");
-        return -1;
-    }
-    if (mp_rsched_prune(&p->rg, &p->order, p->target, &p->pruned, &err) ||
-        mp_rsched_count(&p->rg, &p->order, &p->count, &err)) {
-        mp_cli_model_error(p->source, err.msg);
         return -1;
     }
     *fits = true;
     return 0;
 }
+
+/* Placements beside the planning (the solver's plans, the fallbacks' next)
+ * run on a second thread only where a second core runs it: on one core the
+ * thread would take the solver's time. */
+static bool two_cores(void) { return sysconf(_SC_NPROCESSORS_ONLN) >= 2; }
 
 /* A re-plan's warm start: the ILP's plan that fragmented (keep_hint),
  * repaired to this target. 1: made (warm), 0: none, -1: error (err). */
@@ -628,9 +629,8 @@ static int plan_ilp(plan *p, bool *fits)
     mp_rsolve_opts so = solve_opts(p, repaired ? &warm : NULL);
     if (repaired) so.time_limit *= REPLAN_TIME_SHARE;
     place_ahead *ahead = NULL;
-    if (p->place_o && sysconf(_SC_NPROCESSORS_ONLN) >= 2) { /* placed as fit_arena will place it; on one core the
-                                                              * thread would take the solver's time */
-        place_ahead_cfg cfg = {.model = p->place_o->model, .rg = &p->rg, .sp = &p->sp, .target = p->target};
+    if (p->place_o && two_cores()) { /* placed as fit_arena will place it */
+        place_ahead_cfg cfg = {.model = p->place_o->model, .sp = &p->sp, .target = p->target};
         round_opts(p, p->place_o, p->round, &cfg.po);
         ahead = place_ahead_start(&cfg);
     }
@@ -1323,7 +1323,7 @@ static void place_pair(const char *model, const mp_plan_opts *po, int64_t usable
     place_job ja = {.model = model, .po = *po, .f = a}, jb = {.model = model, .po = *po, .f = b};
     jb.po.arena_cancel = &stop;
     pthread_t t;
-    bool second = b && sysconf(_SC_NPROCESSORS_ONLN) >= 2 && pthread_create(&t, NULL, place_thread, &jb) == 0;
+    bool second = b && two_cores() && pthread_create(&t, NULL, place_thread, &jb) == 0;
     place_thread(&ja);
     if (!second) return;
     if (a->placed && a->info.arena_bytes <= usable) atomic_store(&stop, true);

@@ -29,23 +29,20 @@ static bool same_plan(const place_ahead *a, const int32_t *x, const int32_t *y)
     return x && y && !memcmp(x, y, (size_t)a->cfg.sp->ndrop * sizeof *x);
 }
 
-/* The plan's order as the caller makes it (emitted, recounted within the
- * target, pruned), placed; false when it does not fit or on an error (the
- * caller then meets it itself). */
+/* The plan's order as the caller makes it (mp_rplan_order), placed; false
+ * when it does not fit or on an error (the caller then meets it itself). */
 static bool place(place_ahead *a, int32_t *choice, mp_rsched *s, mp_plan_info *info)
 {
     const place_ahead_cfg *c = &a->cfg;
     mp_err err = {{0}};
     mp_rcount count;
-    int32_t pruned;
     mp_plan_opts po = c->po;
     po.arena_cancel = &a->cancel;
-    if (mp_rplan_emit(c->sp, &(mp_rplan){.choice = choice}, s, &err)) return false;
+    if (mp_rplan_order(c->sp, &(mp_rplan){.choice = choice}, c->target, s, &count, NULL, &err) != 1) return false;
     memset(info, 0, sizeof *info);
-    bool ok = !mp_rsched_count(c->rg, s, &count, &err) && count.peak_bytes <= c->target &&
-              !mp_rsched_prune(c->rg, s, c->target, &pruned, &err) && !mp_plan_measure(c->model, &po, s, info, &err);
-    if (!ok) mp_rsched_free(s);
-    return ok;
+    if (!mp_plan_measure(c->model, &po, s, info, &err)) return true;
+    mp_rsched_free(s);
+    return false;
 }
 
 static void *work(void *arg)

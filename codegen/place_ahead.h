@@ -17,12 +17,10 @@
 
 typedef struct place_ahead place_ahead;
 
-/* What a plan becomes before it is placed: emitted from sp, recounted within
- * target, rid of the recomputations target does not need (mp_rsched_prune),
- * then placed as model's step with po. */
+/* A plan becomes its order for target (mp_rplan_order: emitted from sp,
+ * recounted, pruned), placed as model's step with po. */
 typedef struct place_ahead_cfg {
     const char *model;
-    const mp_rgraph *rg;
     const mp_rspace *sp;
     int64_t target;
     mp_plan_opts po;

@@ -193,6 +193,13 @@ int mp_rplan_init(const mp_rspace *sp, mp_rplan *p, mp_err *err); /* keeps every
  * the plan breaks the model (a recipe input not resident). */
 int mp_rplan_emit(const mp_rspace *sp, const mp_rplan *p, mp_rsched *s, mp_err *err);
 
+/* The order memplan gives for p at budget: emitted, recounted, rid of the
+ * recomputations budget does not need (mp_rsched_prune, *removed may be
+ * NULL) and recounted into c (remat_prune.c). 1: s and c made; 0: the emitted
+ * order peaks above budget (s left empty); -1: error (err; s left empty). */
+int mp_rplan_order(const mp_rspace *sp, const mp_rplan *p, int64_t budget, mp_rsched *s, mp_rcount *c,
+                   int32_t *removed, mp_err *err);
+
 /* The model's count of p (docs/ilp.md): step_peak (nnodes, or NULL) gets the
  * most bytes alive at each step, its recompute phase included, *peak the
  * largest (resident included). Equals mp_rsched_count() of the emitted order.

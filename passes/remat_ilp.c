@@ -701,9 +701,10 @@ static void mip_choice(const ilp *m, const double *heur, int32_t *choice)
     }
 }
 
-static void offer(const ilp *m, const int32_t *choice)
+/* Hands a plan found to the caller's on_plan (o may be NULL: none). */
+static void offer(const mp_rsolve_opts *o, const int32_t *choice)
 {
-    if (m->offer && m->offer->on_plan) m->offer->on_plan(m->offer->on_plan_ctx, choice);
+    if (o && o->on_plan) o->on_plan(o->on_plan_ctx, choice);
 }
 
 static void on_tree(glp_tree *T, void *info)
@@ -715,7 +716,7 @@ static void on_tree(glp_tree *T, void *info)
     if ((ms == GLP_FEAS || ms == GLP_OPT) && glp_mip_obj_val(m->P) / m->oscale < m->offered_cost * (1 - 1e-9)) {
         m->offered_cost = glp_mip_obj_val(m->P) / m->oscale;
         mip_choice(m, NULL, m->offered);
-        offer(m, m->offered);
+        offer(m->offer, m->offered);
     }
     if (glp_ios_reason(T) == GLP_IHEUR && m->heur && !m->fed) {
         m->fed = true;
@@ -869,7 +870,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
             plan_columns(&m, best, best_peak, m.heur);
             memcpy(choice, best, (size_t)sp->ndrop * sizeof *choice); /* the fallback if the search finds nothing */
             rounded = true;
-            offer(&m, choice);
+            offer(m.offer, choice);
             m.offered_cost = best_cost;
         }
         if (progress && better)
@@ -1172,7 +1173,7 @@ int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o,
     }
     double deadline = t0 + (o->time_limit > 0 ? o->time_limit : 5);
     if (warm_start(sp, budget, false, o, deadline, warm, &wpeak, &wok, err)) goto done;
-    if (wok && o->on_plan) o->on_plan(o->on_plan_ctx, warm);
+    if (wok) offer(o, warm);
     /* GLPK's tolerances are relative: on huge byte counts a row may be met only
      * within them. The model's own count decides; a plan over budget makes the
      * next solve's budget tighter by the excess. */

@@ -134,3 +134,13 @@ done:
     free(saved);
     return rc;
 }
+
+int mp_rplan_order(const mp_rspace *sp, const mp_rplan *p, int64_t budget, mp_rsched *s, mp_rcount *c,
+                   int32_t *removed, mp_err *err)
+{
+    if (mp_rplan_emit(sp, p, s, err)) return -1;
+    int rc = mp_rsched_count(sp->rg, s, c, err) ? -1 : c->peak_bytes > budget ? 0 : 1;
+    if (rc == 1 && (mp_rsched_prune(sp->rg, s, budget, removed, err) || mp_rsched_count(sp->rg, s, c, err))) rc = -1;
+    if (rc != 1) mp_rsched_free(s);
+    return rc;
+}

@@ -111,7 +111,7 @@ START_TEST(solve_offers_its_plan)
     setup_model(&f);
     mp_err err = {""};
     int64_t target = f.sp.resident_bytes + (f.sp.base_peak - f.sp.resident_bytes) * 7 / 10;
-    place_ahead_cfg cfg = {.model = MODEL("gpt_decoder.onnx"), .rg = &f.rg, .sp = &f.sp, .target = target, .po = f.po};
+    place_ahead_cfg cfg = {.model = MODEL("gpt_decoder.onnx"), .sp = &f.sp, .target = target, .po = f.po};
     counter c = {.a = place_ahead_start(&cfg), .sp = &f.sp, .target = target};
     ck_assert(c.a);
     mp_rsolve_opts so = mp_rsolve_defaults();
@@ -150,7 +150,7 @@ START_TEST(only_the_final_offered_plan)
     ck_assert_msg(!mp_remat_solve(&f.sp, hi, &so, &a, &info, &err), "%s", err.msg);
     ck_assert_msg(!mp_remat_solve(&f.sp, lo, &so, &b, &info, &err), "%s", err.msg);
     ck_assert(memcmp(a.choice, b.choice, (size_t)f.sp.ndrop * sizeof *a.choice)); /* two different plans */
-    place_ahead_cfg cfg = {.model = MODEL("gpt_decoder.onnx"), .rg = &f.rg, .sp = &f.sp, .target = hi, .po = f.po};
+    place_ahead_cfg cfg = {.model = MODEL("gpt_decoder.onnx"), .sp = &f.sp, .target = hi, .po = f.po};
     mp_rsched got, want;
     mp_plan_info gi, wi;
     for (int round = 0; round < 4; round++) { /* a newer plan before a's placement starts, while it runs, after */
