@@ -1316,11 +1316,15 @@ static void *place_thread(void *arg)
  * has two cores. Each placement's work is fixed, so its arena is the same
  * either way, and the caller takes them in the order it would have placed
  * them, so the order chosen is too. When a fits the usable budget, b's
- * search is cancelled: a is the one taken, and b is left unplaced. */
+ * search is cancelled: a is the one taken, and b is left unplaced. Only an
+ * order for the budget itself is searched past a miss: its arena sets the
+ * third target; the others only fit or not. */
 static void place_pair(const char *model, const mp_plan_opts *po, int64_t usable, fallback *a, fallback *b)
 {
     atomic_bool stop = false;
     place_job ja = {.model = model, .po = *po, .f = a}, jb = {.model = model, .po = *po, .f = b};
+    ja.po.arena_target_only = a->target != 0;
+    jb.po.arena_target_only = b && b->target != 0;
     jb.po.arena_cancel = &stop;
     pthread_t t;
     bool second = b && two_cores() && pthread_create(&t, NULL, place_thread, &jb) == 0;

@@ -53,6 +53,7 @@ typedef struct mp_plan_opts {
     int64_t arena_target;                  /* an arena size the search tries first after the bound (0: none; not recorded) */
     int64_t arena_work;                    /* > 0: the search stops after this much work (mp_arena_opts.work_limit), not
                                               at arena_seconds, so an order is placed alike under any load (not recorded) */
+    bool arena_target_only;                /* mp_arena_opts.target_only (not recorded) */
     const atomic_bool *arena_cancel;       /* mp_arena_opts.cancel (not recorded) */
 } mp_plan_opts;
 

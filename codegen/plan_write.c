@@ -275,6 +275,7 @@ int mp_plan_offsets(const mp_graph *g, const mp_schedule *s, int64_t budget, con
     ao.time_limit = o->arena_seconds;
     ao.target = o->arena_target;
     ao.cancel = o->arena_cancel;
+    ao.target_only = o->arena_target_only;
     if (o->arena_work > 0) { /* the work, not the clock: time is only a safety net, far above what it takes */
         ao.work_limit = o->arena_work;
         ao.time_limit = 30 * o->arena_seconds;

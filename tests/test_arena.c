@@ -310,6 +310,47 @@ START_TEST(test_target_met_halves_limit)
 }
 END_TEST
 
+/* A caller that needs only its target (target_only): a target below the
+ * bound is not searched at all, and one the first probe misses ends the
+ * search (with what that probe left: the parts it placed within the target),
+ * where without the option the bisection goes on. */
+START_TEST(test_target_only_stops_at_miss)
+{
+    enum { NB = 160, LIMIT = 600 };
+    mp_arena_buf b[NB];
+    int64_t off[NB];
+    int missed = 0;
+    for (int t = 0; t < 24; t++) {
+        random_buffers(b, NB);
+        mp_arena_opts o = mp_arena_defaults();
+        o.alignment = 1;
+        o.time_limit = 0;
+        mp_arena_result h, r, full;
+        mp_err err = {{0}};
+        ck_assert_msg(mp_arena_assign(b, NB, &o, off, &h, &err) == 0, "%s", err.msg);
+        if (h.arena_bytes == h.lower_bound) continue; /* nothing to search */
+        o.time_limit = 60; /* a safety net: the nodes end the search long before */
+        o.node_limit = LIMIT;
+        o.target_only = true;
+        o.target = h.lower_bound - 1; /* below the bound: out of reach, proven */
+        ck_assert_msg(mp_arena_assign(b, NB, &o, off, &r, &err) == 0, "%s", err.msg);
+        ck_assert_int_eq(r.nodes, 0);
+        ck_assert_int_eq(r.arena_bytes, h.arena_bytes);
+        o.target = h.lower_bound + 1; /* above the bound: the first probe's (sizes here have gcd 1) */
+        ck_assert_msg(mp_arena_assign(b, NB, &o, off, &r, &err) == 0, "%s", err.msg);
+        ck_assert_msg(mp_offsets_verify(b, NB, off, r.arena_bytes, -1, &err) == 0, "%s", err.msg);
+        if (r.arena_bytes <= o.target) continue; /* met */
+        ck_assert_int_le(r.arena_bytes, h.arena_bytes);
+        ck_assert_int_le(r.nodes, LIMIT / 2); /* the first probe's half */
+        missed++;
+        o.target_only = false;
+        ck_assert_msg(mp_arena_assign(b, NB, &o, off, &full, &err) == 0, "%s", err.msg);
+        ck_assert_int_gt(full.nodes, r.nodes); /* the bisection that follows a miss */
+    }
+    ck_assert_int_gt(missed, 2);
+}
+END_TEST
+
 /* A search cancelled by another thread (which no longer needs its result)
  * stops at once: set before it starts, the heuristics' assignment comes back
  * after a few nodes; set while it runs (half a minute of time, no node
@@ -576,6 +617,7 @@ int main(void)
     tcase_add_test(tc, test_search_matches_brute_force);
     tcase_add_test(tc, test_node_limit_reproducible);
     tcase_add_test(tc, test_target_met_halves_limit);
+    tcase_add_test(tc, test_target_only_stops_at_miss);
     tcase_add_test(tc, test_cancel_stops_search);
     tcase_add_test(tc, test_whole_horizon_stacked);
     tcase_add_test(tc, test_large_instance);
