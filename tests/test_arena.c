@@ -277,6 +277,22 @@ START_TEST(test_node_limit_reproducible)
 }
 END_TEST
 
+/* The heuristics' assignment of b (alignment 1) in h, and the options for a
+ * search after them: node_limit nodes, and a minute of time, a safety net the
+ * nodes end long before. */
+static mp_arena_opts heuristics_first(const mp_arena_buf *b, int32_t n, int64_t *off, mp_arena_result *h,
+                                      int64_t node_limit)
+{
+    mp_arena_opts o = mp_arena_defaults();
+    o.alignment = 1;
+    o.time_limit = 0;
+    mp_err err = {{0}};
+    ck_assert_msg(mp_arena_assign(b, n, &o, off, h, &err) == 0, "%s", err.msg);
+    o.time_limit = 60;
+    o.node_limit = node_limit;
+    return o;
+}
+
 /* A target the heuristics already meet, but not within 1 % of the bound: the
  * search goes on for a smaller arena with half its node limit at most, where
  * without the target it spends more. */
@@ -288,15 +304,10 @@ START_TEST(test_target_met_halves_limit)
     int cases = 0;
     for (int t = 0; t < 12; t++) {
         random_buffers(b, NB);
-        mp_arena_opts o = mp_arena_defaults();
-        o.alignment = 1;
-        o.time_limit = 0;
         mp_arena_result h, free_run, met;
-        mp_err err = {{0}};
-        ck_assert_msg(mp_arena_assign(b, NB, &o, off, &h, &err) == 0, "%s", err.msg);
+        mp_arena_opts o = heuristics_first(b, NB, off, &h, LIMIT);
         if (h.arena_bytes * 100 <= h.lower_bound * 101) continue; /* the target would be met within 1 % */
-        o.time_limit = 60; /* a safety net: the nodes end the search long before */
-        o.node_limit = LIMIT;
+        mp_err err = {{0}};
         ck_assert_msg(mp_arena_assign(b, NB, &o, off, &free_run, &err) == 0, "%s", err.msg);
         if (free_run.optimal || free_run.nodes <= LIMIT / 2) continue; /* the search ended by itself */
         o.target = h.arena_bytes;
@@ -322,15 +333,10 @@ START_TEST(test_target_only_stops_at_miss)
     int missed = 0;
     for (int t = 0; t < 24; t++) {
         random_buffers(b, NB);
-        mp_arena_opts o = mp_arena_defaults();
-        o.alignment = 1;
-        o.time_limit = 0;
         mp_arena_result h, r, full;
-        mp_err err = {{0}};
-        ck_assert_msg(mp_arena_assign(b, NB, &o, off, &h, &err) == 0, "%s", err.msg);
+        mp_arena_opts o = heuristics_first(b, NB, off, &h, LIMIT);
         if (h.arena_bytes == h.lower_bound) continue; /* nothing to search */
-        o.time_limit = 60; /* a safety net: the nodes end the search long before */
-        o.node_limit = LIMIT;
+        mp_err err = {{0}};
         o.target_only = true;
         o.target = h.lower_bound - 1; /* below the bound: out of reach, proven */
         ck_assert_msg(mp_arena_assign(b, NB, &o, off, &r, &err) == 0, "%s", err.msg);
