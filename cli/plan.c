@@ -1289,7 +1289,8 @@ static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan
 typedef struct fallback {
     mp_rsched s;
     mp_rcount c;
-    int from, target; /* the baseline; which of adopt_placed_order's targets */
+    int from, target; /* the baseline; which of adopt_placed_order's targets (0 the budget, 1 less the slack,
+                       * 2 the third, 3 a rung) */
     int64_t bytes;    /* that target */
     bool known;       /* placed already (place_pair): whether without error, and its arena */
     bool placed;
@@ -1344,22 +1345,37 @@ static bool same_order(const mp_rsched *a, const mp_rsched *b)
 #define FALLBACK_RUNGS 3 /* above the third target, and as many below it */
 #define FALLBACK_MAX ((3 + 2 * FALLBACK_RUNGS) * MP_RBASE_COUNT)
 
+/* The orders waiting to be placed (f), and those placed that missed. */
+typedef struct fallbacks {
+    fallback f[FALLBACK_MAX];
+    int n;
+    mp_rsched missed[FALLBACK_MAX];
+    int nmissed;
+} fallbacks;
+
 /* Appends baseline b's order for target, when it is made, its live bytes fit
- * and no order waiting (nor `missed`, when given) is the same (a baseline may
- * ignore the target). */
-static void add_fallback(plan *p, int b, int t, int64_t target, fallback *f, int *n, const mp_rsched *missed)
+ * and no order waiting or missed is the same (a baseline may ignore the
+ * target). */
+static void add_fallback(plan *p, int b, int t, int64_t target, fallbacks *fb)
 {
     mp_err err = {{0}};
     fallback x = {.from = b, .target = t, .bytes = target};
-    if (target <= 0 || *n >= FALLBACK_MAX || mp_remat_baseline(&p->rg, (mp_rbaseline)b, target, &x.s, &err)) return;
+    if (target <= 0 || fb->n >= FALLBACK_MAX || mp_remat_baseline(&p->rg, (mp_rbaseline)b, target, &x.s, &err))
+        return;
     bool fits = !mp_rsched_count(&p->rg, &x.s, &x.c, &err) && x.c.peak_bytes <= p->usable;
-    if (fits && missed) fits = !same_order(&x.s, missed);
-    for (int j = 0; j < *n && fits; j++) fits = !same_order(&x.s, &f[j].s);
+    for (int j = 0; j < fb->n && fits; j++) fits = !same_order(&x.s, &fb->f[j].s);
+    for (int j = 0; j < fb->nmissed && fits; j++) fits = !same_order(&x.s, &fb->missed[j]);
     if (!fits) {
         mp_rsched_free(&x.s);
         return;
     }
-    f[(*n)++] = x;
+    fb->f[fb->n++] = x;
+}
+
+static void fallbacks_free(fallbacks *fb)
+{
+    for (int j = 0; j < fb->n; j++) mp_rsched_free(&fb->f[j].s);
+    for (int j = 0; j < fb->nmissed; j++) mp_rsched_free(&fb->missed[j]);
 }
 
 /* The last resort when re-planning keeps fragmenting. First the baselines'
@@ -1384,39 +1400,41 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
     po.arena_target = p->usable; /* the search stops once an order fits */
     /* the budget and the budget less the slack; a third target, the budget less what a baseline's order for
      * the budget added when placed (the slack came from another order, which may fragment more or less), joins
-     * once that order is placed */
-    fallback f[FALLBACK_MAX];
-    int n = 0;
+     * once that order is placed, and the rungs around the third once its order misses */
+    fallbacks fb = {.n = 0};
     for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) {
-        add_fallback(p, b, 0, p->usable, f, &n, NULL);
-        if (p->slack) add_fallback(p, b, 1, p->usable - p->slack, f, &n, NULL);
+        add_fallback(p, b, 0, p->usable, &fb);
+        if (p->slack) add_fallback(p, b, 1, p->usable - p->slack, &fb);
     }
-    while (n > 0) {
+    fallback *f = fb.f;
+    while (fb.n > 0) {
         int k = 0, next = -1; /* the cheapest, and the cheapest other not placed yet */
-        for (int j = 1; j < n; j++)
+        for (int j = 1; j < fb.n; j++)
             if (f[j].c.recompute_cost < f[k].c.recompute_cost) k = j;
-        for (int j = 0; j < n; j++)
+        for (int j = 0; j < fb.n; j++)
             if (j != k && !f[j].known && (next < 0 || f[j].c.recompute_cost < f[next].c.recompute_cost)) next = j;
         if (!f[k].known) place_pair(o->model, &po, p->usable, &f[k], next >= 0 ? &f[next] : NULL);
         fallback x = f[k];
-        f[k] = f[--n];
+        f[k] = f[--fb.n];
         if (x.placed && x.info.arena_bytes <= p->usable) {
-            for (int j = 0; j < n; j++) mp_rsched_free(&f[j].s);
+            fallbacks_free(&fb);
             return adopt_order(p, &x.s, &x.c, &po, &x.info, x.from);
         }
+        if (fb.nmissed < FALLBACK_MAX) fb.missed[fb.nmissed++] = x.s; /* not placed again (a rung may be it) */
+        else mp_rsched_free(&x.s);
         if (x.placed && x.target == 0) {
             int64_t margin = x.info.arena_bytes - x.info.lower_bound;
             if (margin < x.info.arena_bytes - p->usable) margin = x.info.arena_bytes - p->usable;
-            add_fallback(p, x.from, 2, p->usable - margin - mp_arena_defaults().alignment, f, &n, NULL);
+            add_fallback(p, x.from, 2, p->usable - margin - mp_arena_defaults().alignment, &fb);
         } else if (x.placed && x.target == 2) {
             int64_t step = (p->usable - x.bytes) / (FALLBACK_RUNGS + 1);
             for (int r = 1; r <= FALLBACK_RUNGS && step > 0; r++) {
-                add_fallback(p, x.from, 3, x.bytes + r * step, f, &n, &x.s);
-                add_fallback(p, x.from, 3, x.bytes - r * step, f, &n, &x.s);
+                add_fallback(p, x.from, 3, x.bytes + r * step, &fb);
+                add_fallback(p, x.from, 3, x.bytes - r * step, &fb);
             }
         }
-        mp_rsched_free(&x.s);
     }
+    fallbacks_free(&fb);
     bool may;
     if (least_peak_may_fit(p, p->usable, &may, &err) || (may && least_peak(p, &err))) return false;
     po.arena_target = 0; /* the exit-3 line's placements, so that a budget it states is met given back */
