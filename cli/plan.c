@@ -230,6 +230,7 @@ typedef struct plan {
     int32_t pruned;             /* entries of the ILP's plan or that baseline's order removed by mp_rsched_prune */
     bool placed_fallback;       /* the order was taken because its arena fits where the ILP's plans fragmented */
     int64_t placed_target;      /* the arena target it was placed with, to be placed alike when written */
+    bool placed_target_only;    /* and whether only that target served (mp_plan_opts.arena_target_only) */
     bool have_least;            /* the least-peak search ran (it is slow: once per plan) */
     int64_t least_peak, least_lower;
     bool have_space_floor;      /* space_floor was computed */
@@ -1236,6 +1237,7 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     po->budget_bytes = p->budget;
     po->reserve_bytes = p->reserve;
     po->arena_target = p->placed_fallback ? p->placed_target : p->usable; /* a fallback is placed as it was measured */
+    po->arena_target_only = p->placed_fallback && p->placed_target_only;
     po->arena_work = ARENA_WORK;
 }
 
@@ -1282,6 +1284,7 @@ static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan
     p->pruned = 0;
     p->placed_fallback = true;
     p->placed_target = po->arena_target;
+    p->placed_target_only = po->arena_target_only;
     return mark_recomputed(p) == 0;
 }
 
@@ -1314,19 +1317,21 @@ static void *place_thread(void *arg)
     return NULL;
 }
 
+/* Only the order for the budget itself is searched past a miss (its arena
+ * sets the third target); the others only fit or not. */
+static bool target_only(const fallback *f) { return f->target != 0; }
+
 /* Places a, and b (or NULL) beside it on a second thread when the machine
  * has two cores. Each placement's work is fixed, so its arena is the same
  * either way, and the caller takes them in the order it would have placed
  * them, so the order chosen is too. When a fits the usable budget, b's
- * search is cancelled: a is the one taken, and b is left unplaced. Only an
- * order for the budget itself is searched past a miss: its arena sets the
- * third target; the others only fit or not. */
+ * search is cancelled: a is the one taken, and b is left unplaced. */
 static void place_pair(const char *model, const mp_plan_opts *po, int64_t usable, fallback *a, fallback *b)
 {
     atomic_bool stop = false;
     place_job ja = {.model = model, .po = *po, .f = a}, jb = {.model = model, .po = *po, .f = b};
-    ja.po.arena_target_only = a->target != 0;
-    jb.po.arena_target_only = b && b->target != 0;
+    ja.po.arena_target_only = target_only(a);
+    jb.po.arena_target_only = b && target_only(b);
     jb.po.arena_cancel = &stop;
     pthread_t t;
     bool second = b && two_cores() && pthread_create(&t, NULL, place_thread, &jb) == 0;
@@ -1418,6 +1423,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
         f[k] = f[--fb.n];
         if (x.placed && x.info.arena_bytes <= p->usable) {
             fallbacks_free(&fb);
+            po.arena_target_only = target_only(&x); /* as place_pair placed it, to be written alike */
             return adopt_order(p, &x.s, &x.c, &po, &x.info, x.from);
         }
         if (fb.nmissed < FALLBACK_MAX) fb.missed[fb.nmissed++] = x.s; /* not placed again (a rung may be it) */
