@@ -1317,10 +1317,6 @@ static void *place_thread(void *arg)
     return NULL;
 }
 
-/* Only the order for the budget itself is searched past a miss (its arena
- * sets the third target); the others only fit or not. */
-static bool target_only(const fallback *f) { return f->target != 0; }
-
 /* Places a, and b (or NULL) beside it on a second thread when the machine
  * has two cores. Each placement's work is fixed, so its arena is the same
  * either way, and the caller takes them in the order it would have placed
@@ -1330,8 +1326,6 @@ static void place_pair(const char *model, const mp_plan_opts *po, int64_t usable
 {
     atomic_bool stop = false;
     place_job ja = {.model = model, .po = *po, .f = a}, jb = {.model = model, .po = *po, .f = b};
-    ja.po.arena_target_only = target_only(a);
-    jb.po.arena_target_only = b && target_only(b);
     jb.po.arena_cancel = &stop;
     pthread_t t;
     bool second = b && two_cores() && pthread_create(&t, NULL, place_thread, &jb) == 0;
@@ -1403,6 +1397,8 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
     mp_plan_opts po;
     plan_opts_of(p, o, &po);
     po.arena_target = p->usable; /* the search stops once an order fits */
+    po.arena_target_only = true; /* or once it misses: a fallback only fits or not (the margin for the third
+                                  * target is then the heuristics' own; on the 120-plan sweep, the same plans) */
     /* the budget and the budget less the slack; a third target, the budget less what a baseline's order for
      * the budget added when placed (the slack came from another order, which may fragment more or less), joins
      * once that order is placed, and the rungs around the third once its order misses */
@@ -1423,7 +1419,6 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
         f[k] = f[--fb.n];
         if (x.placed && x.info.arena_bytes <= p->usable) {
             fallbacks_free(&fb);
-            po.arena_target_only = target_only(&x); /* as place_pair placed it, to be written alike */
             return adopt_order(p, &x.s, &x.c, &po, &x.info, x.from);
         }
         if (fb.nmissed < FALLBACK_MAX) fb.missed[fb.nmissed++] = x.s; /* not placed again (a rung may be it) */
