@@ -230,7 +230,6 @@ typedef struct plan {
     int32_t pruned;             /* entries of the ILP's plan or that baseline's order removed by mp_rsched_prune */
     bool placed_fallback;       /* the order was taken because its arena fits where the ILP's plans fragmented */
     int64_t placed_target;      /* the arena target it was placed with, to be placed alike when written */
-    bool placed_target_only;    /* and whether only that target served (mp_plan_opts.arena_target_only) */
     bool have_least;            /* the least-peak search ran (it is slow: once per plan) */
     int64_t least_peak, least_lower;
     bool have_space_floor;      /* space_floor was computed */
@@ -1237,7 +1236,7 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     po->budget_bytes = p->budget;
     po->reserve_bytes = p->reserve;
     po->arena_target = p->placed_fallback ? p->placed_target : p->usable; /* a fallback is placed as it was measured */
-    po->arena_target_only = p->placed_fallback && p->placed_target_only;
+    po->arena_target_only = p->placed_fallback; /* as adopt_placed_order placed every fallback */
     po->arena_work = ARENA_WORK;
 }
 
@@ -1284,7 +1283,6 @@ static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan
     p->pruned = 0;
     p->placed_fallback = true;
     p->placed_target = po->arena_target;
-    p->placed_target_only = po->arena_target_only;
     return mark_recomputed(p) == 0;
 }
 

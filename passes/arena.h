@@ -67,7 +67,8 @@ typedef struct mp_arena_opts {
                                  * once it fits it within 1 % of the bound, and by half of time_limit once it
                                  * fits it at all */
     bool target_only;           /* only an arena within target serves the caller: once a search for it fails,
-                                 * the search ends (the heuristics' arena is returned) */
+                                 * or the bound puts it out of reach, the search ends (the best arena so far is
+                                 * returned) */
     const atomic_bool *cancel;  /* NULL, or set by another thread when it no longer needs the result: the
                                  * search stops at once (the heuristics' best is returned) */
 } mp_arena_opts;

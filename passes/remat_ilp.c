@@ -889,7 +889,6 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         iocp.mir_cuts = small ? GLP_ON : GLP_OFF;
         iocp.cov_cuts = small ? GLP_ON : GLP_OFF;
         iocp.mip_gap = gap_limit > 0 ? gap_limit : 0; /* close enough: GLPK stops with the plan it has */
-
         /* small cost programs: half the time without the cover rows, then, if the
          * gap is still open, the rest with them, from the plan found (measured:
          * each way wins on some of the remat-graphs) */
