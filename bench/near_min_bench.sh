@@ -26,7 +26,7 @@ one() { # memplan, budget, model args...: "wall / user | overhead from"
     else
         r="exit $?"
     fi
-    set -- $(cat "$t")
+    set -- $(tail -n 1 "$t") # after "Command exited with non-zero status N" when it fails
     rm -f "$t"
     printf '%s / %s | %s' "$1" "$2" "$r"
 }
@@ -47,7 +47,7 @@ else
     echo "|---|---:|---|---:|---|"
 fi
 G="$SHARED/gpt2_small_like_train.onnx"
-for b in 39.5 39.6 39.8 40 40.2 40.5 41 42; do
+for b in 39.42 39.5 39.55 39.6 39.7 39.8 39.9 40 40.2 40.5 41 42; do
     row "gpt2 b4 s1024, $b %" "$b%" "$G" --batch 4 --dim sequence=1024
 done
 R="$SHARED/resnet50_train.onnx"

@@ -8,6 +8,7 @@
  * above the usable budget is ever printed or written. */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -230,6 +231,7 @@ typedef struct plan {
     int32_t pruned;             /* entries of the ILP's plan or that baseline's order removed by mp_rsched_prune */
     bool placed_fallback;       /* the order was taken because its arena fits where the ILP's plans fragmented */
     int64_t placed_target;      /* the arena target it was placed with, to be placed alike when written */
+    int64_t placed_work;        /* and the work its search was given */
     bool have_least;            /* the least-peak search ran (it is slow: once per plan) */
     int64_t least_peak, least_lower;
     bool have_space_floor;      /* space_floor was computed */
@@ -1253,7 +1255,7 @@ static void plan_opts_of(const plan *p, const mp_cli_opts *o, mp_plan_opts *po)
     po->reserve_bytes = p->reserve;
     po->arena_target = p->placed_fallback ? p->placed_target : p->usable; /* a fallback is placed as it was measured */
     po->arena_target_only = p->placed_fallback; /* as adopt_placed_order placed every fallback */
-    po->arena_work = ARENA_WORK;
+    po->arena_work = p->placed_fallback ? p->placed_work : ARENA_WORK;
 }
 
 /* The placement's options in fit_arena's round: a plan made again is placed with half the work (it has room). */
@@ -1299,16 +1301,27 @@ static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan
     p->pruned = 0;
     p->placed_fallback = true;
     p->placed_target = po->arena_target;
+    p->placed_work = po->arena_work;
     return mark_recomputed(p) == 0;
 }
+
+/* Which targets a fallback order was made for (adopt_baseline_order). */
+typedef enum fallback_target {
+    AT_BUDGET,   /* the budget itself */
+    LESS_SLACK,  /* the budget less the re-plans' margin */
+    THIRD,       /* the budget less what the baseline's order for the budget added when placed */
+    RUNG,        /* spaced around the third */
+    DOWN_CHAIN,  /* below the last order's live bytes (add_chain) */
+} fallback_target;
 
 /* A baseline's order for the budget, or for a target below it, with its count. */
 typedef struct fallback {
     mp_rsched s;
     mp_rcount c;
-    int from, target; /* the baseline; which of adopt_placed_order's targets (0 the budget, 1 less the slack,
-                       * 2 the third, 3 a rung) */
+    int from;         /* the baseline */
+    fallback_target target;
     int64_t bytes;    /* that target */
+    int64_t work;     /* its placement's search work */
     bool known;       /* placed already (place_pair): whether without error, and its arena */
     bool placed;
     mp_plan_info info;
@@ -1340,6 +1353,8 @@ static void place_pair(const char *model, const mp_plan_opts *po, int64_t usable
 {
     atomic_bool stop = false;
     place_job ja = {.model = model, .po = *po, .f = a}, jb = {.model = model, .po = *po, .f = b};
+    ja.po.arena_work = a->work;
+    if (b) jb.po.arena_work = b->work;
     jb.po.arena_cancel = &stop;
     pthread_t t;
     bool second = b && two_cores() && pthread_create(&t, NULL, place_thread, &jb) == 0;
@@ -1356,7 +1371,11 @@ static bool same_order(const mp_rsched *a, const mp_rsched *b)
 }
 
 #define FALLBACK_RUNGS 3 /* above the third target, and as many below it */
-#define FALLBACK_MAX ((3 + 2 * FALLBACK_RUNGS) * MP_RBASE_COUNT)
+/* How far down a baseline's orders the fallback looks: CHAIN_MAX orders, the
+ * k-th for a target at least the budget's 2^k / CHAIN_STEP below it. */
+#define CHAIN_MAX 8
+#define CHAIN_STEP 5000
+#define FALLBACK_MAX ((3 + 2 * FALLBACK_RUNGS + CHAIN_MAX) * MP_RBASE_COUNT)
 
 /* The orders waiting to be placed (f), and those placed that missed. */
 typedef struct fallbacks {
@@ -1366,23 +1385,43 @@ typedef struct fallbacks {
     int nmissed;
 } fallbacks;
 
-/* Appends baseline b's order for target, when it is made, its live bytes fit
- * and no order waiting or missed is the same (a baseline may ignore the
- * target). */
-static void add_fallback(plan *p, int b, int t, int64_t target, fallbacks *fb)
+/* Appends baseline b's order for target when its live bytes fit and no
+ * order waiting or missed is the same (a baseline may ignore the target).
+ * Its live bytes; -1 when the baseline cannot make an order that fits the
+ * target. */
+static int64_t add_fallback(plan *p, int b, fallback_target t, int64_t target, fallbacks *fb)
 {
     mp_err err = {{0}};
-    fallback x = {.from = b, .target = t, .bytes = target};
-    if (target <= 0 || fb->n >= FALLBACK_MAX || mp_remat_baseline(&p->rg, (mp_rbaseline)b, target, &x.s, &err))
-        return;
-    bool fits = !mp_rsched_count(&p->rg, &x.s, &x.c, &err) && x.c.peak_bytes <= p->usable;
-    for (int j = 0; j < fb->n && fits; j++) fits = !same_order(&x.s, &fb->f[j].s);
-    for (int j = 0; j < fb->nmissed && fits; j++) fits = !same_order(&x.s, &fb->missed[j]);
-    if (!fits) {
+    /* down a chain, a placement searches an eighth of the work: on GPT-2 0.3 % above its smallest budget, six
+     * orders of the chains are placed before a rung's fits; the budget's own orders get the whole work (the LLaMA-like
+     * model's greedy one fits 0.3 % above its smallest budget only with it: by 3.9 kB) */
+    fallback x = {.from = b, .target = t, .bytes = target, .work = t == DOWN_CHAIN ? ARENA_WORK / 8 : ARENA_WORK};
+    if (target <= 0 || mp_remat_baseline(&p->rg, (mp_rbaseline)b, target, &x.s, &err)) return -1;
+    if (mp_rsched_count(&p->rg, &x.s, &x.c, &err)) {
         mp_rsched_free(&x.s);
-        return;
+        return -1;
     }
-    fb->f[fb->n++] = x;
+    bool fresh = x.c.peak_bytes <= p->usable && fb->n < FALLBACK_MAX;
+    for (int j = 0; j < fb->n && fresh; j++) fresh = !same_order(&x.s, &fb->f[j].s);
+    for (int j = 0; j < fb->nmissed && fresh; j++) fresh = !same_order(&x.s, &fb->missed[j]);
+    if (fresh) fb->f[fb->n++] = x;
+    else mp_rsched_free(&x.s);
+    return x.c.peak_bytes;
+}
+
+/* Baseline b's chain of orders down from the budget: each next one for a
+ * target below the last one's live bytes (greedy's and lookahead's orders
+ * change with the target in steps: on GPT-2 near its smallest budget, eight
+ * orders of lookahead's in the 0.8 % below it, whose arenas fragment by
+ * 0.01-77 MB), and at least the budget's 2^k / CHAIN_STEP below it. */
+static void add_chain(plan *p, int b, fallbacks *fb)
+{
+    int64_t t = p->usable, down = p->usable / CHAIN_STEP;
+    for (int k = 0; k < CHAIN_MAX && t > 0; k++, down *= 2) {
+        int64_t live = add_fallback(p, b, k ? DOWN_CHAIN : AT_BUDGET, t, fb);
+        if (live < 0 || (b != MP_RBASE_GREEDY && b != MP_RBASE_LOOKAHEAD)) return; /* all and sqrt: one order */
+        t = live - 1 < p->usable - down ? live - 1 : p->usable - down;
+    }
 }
 
 static void fallbacks_free(fallbacks *fb)
@@ -1391,35 +1430,29 @@ static void fallbacks_free(fallbacks *fb)
     for (int j = 0; j < fb->nmissed; j++) mp_rsched_free(&fb->missed[j]);
 }
 
-/* The last resort when re-planning keeps fragmenting. First the baselines'
- * own orders for this budget (and for it less the slack, or less what the
- * order for the budget added when placed), the cheapest whose arena fits as
- * placed: they are placed cheapest first (two at a time, place_pair), the
- * budget the search's target, so the first that fits is taken. When the order
- * for the third target misses, the baseline's orders for rungs spaced
- * between it and the budget, and as far below it, join (each order fragments
- * by its own amount: the GRU's by 1-2.4 %, so none of the three fitted 0.3 %
- * above its smallest budget, where greedy's order at its least target cost
- * 226 %, and a rung's cost 96.8 %); else the
- * orders the exit-3 line places (the least-peak plan's, greedy's at its least
- * target, store everything), the first whose arena fits. So the order given
- * costs no more than a baseline shown beside it that fits, and a budget that
- * line proves feasible succeeds given back. True when one was taken. */
-static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
+/* The baselines' own orders at or below the budget that cost less than
+ * ceiling, the cheapest whose arena fits as placed. They are placed cheapest
+ * first (two at a time, place_pair), the budget the search's target, so the
+ * first that fits is taken. The orders: each baseline's chain down from the
+ * budget (add_chain; it starts at the budget, not at what the ILP's plans
+ * did, so a budget a little higher looks at nearly the same orders: GPT-2 at
+ * 39.7 % got 56.98 % before the chains, now 45.70 % as at 39.6 %), its order
+ * for the budget less the re-plans' margin, and once its order for the
+ * budget misses, its orders for a third target, the budget less what that
+ * order added when placed, and for rungs spaced around the third (each order
+ * fragments by its own amount: the GRU's by 1-2.4 %, so 0.3 % above its
+ * smallest budget greedy's order at its least target, 226 %, was given until
+ * a rung's, 96.8 %). True when one was taken. */
+static bool adopt_baseline_order(plan *p, const mp_cli_opts *o, double ceiling, int pairs)
 {
-    mp_err err = {{0}};
     mp_plan_opts po;
     plan_opts_of(p, o, &po);
     po.arena_target = p->usable; /* the search stops once an order fits */
-    po.arena_target_only = true; /* or once it misses: a fallback only fits or not (the margin for the third
-                                  * target is then the heuristics' own; on the 120-plan sweep, the same plans) */
-    /* the budget and the budget less the slack; a third target, the budget less what a baseline's order for
-     * the budget added when placed (the slack came from another order, which may fragment more or less), joins
-     * once that order is placed, and the rungs around the third once its order misses */
+    po.arena_target_only = true; /* or once it misses: a fallback only fits or not */
     fallbacks fb = {.n = 0};
     for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) {
-        add_fallback(p, b, 0, p->usable, &fb);
-        if (p->slack) add_fallback(p, b, 1, p->usable - p->slack, &fb);
+        add_chain(p, b, &fb);
+        if (p->slack) add_fallback(p, b, LESS_SLACK, p->usable - p->slack, &fb);
     }
     fallback *f = fb.f;
     while (fb.n > 0) {
@@ -1428,28 +1461,50 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
             if (f[j].c.recompute_cost < f[k].c.recompute_cost) k = j;
         for (int j = 0; j < fb.n; j++)
             if (j != k && !f[j].known && (next < 0 || f[j].c.recompute_cost < f[next].c.recompute_cost)) next = j;
-        if (!f[k].known) place_pair(o->model, &po, p->usable, &f[k], next >= 0 ? &f[next] : NULL);
+        if (f[k].c.recompute_cost >= ceiling) break;
+        if (next >= 0 && f[next].c.recompute_cost >= ceiling) next = -1;
+        if (!f[k].known) {
+            if (pairs-- <= 0) break;
+            place_pair(o->model, &po, p->usable, &f[k], next >= 0 ? &f[next] : NULL);
+        }
         fallback x = f[k];
         f[k] = f[--fb.n];
         if (x.placed && x.info.arena_bytes <= p->usable) {
             fallbacks_free(&fb);
+            po.arena_work = x.work;
             return adopt_order(p, &x.s, &x.c, &po, &x.info, x.from);
         }
         if (fb.nmissed < FALLBACK_MAX) fb.missed[fb.nmissed++] = x.s; /* not placed again (a rung may be it) */
         else mp_rsched_free(&x.s);
-        if (x.placed && x.target == 0) {
+        if (x.placed && x.target == AT_BUDGET) {
             int64_t margin = x.info.arena_bytes - x.info.lower_bound;
             if (margin < x.info.arena_bytes - p->usable) margin = x.info.arena_bytes - p->usable;
-            add_fallback(p, x.from, 2, p->usable - margin - mp_arena_defaults().alignment, &fb);
-        } else if (x.placed && x.target == 2) {
-            int64_t step = (p->usable - x.bytes) / (FALLBACK_RUNGS + 1);
+            int64_t third = p->usable - margin - mp_arena_defaults().alignment;
+            int64_t step = (p->usable - third) / (FALLBACK_RUNGS + 1);
+            add_fallback(p, x.from, THIRD, third, &fb);
             for (int r = 1; r <= FALLBACK_RUNGS && step > 0; r++) {
-                add_fallback(p, x.from, 3, x.bytes + r * step, &fb);
-                add_fallback(p, x.from, 3, x.bytes - r * step, &fb);
+                add_fallback(p, x.from, RUNG, third + r * step, &fb);
+                add_fallback(p, x.from, RUNG, third - r * step, &fb);
             }
         }
     }
     fallbacks_free(&fb);
+    return false;
+}
+
+/* The last resort when re-planning keeps fragmenting: the chains' cheapest
+ * order that fits as placed, else the orders the exit-3 line places (the
+ * least-peak plan's, greedy's at its least target, store everything), the
+ * first whose arena fits. So the order given costs no more than a baseline
+ * shown beside it that fits, and a budget that line proves feasible succeeds
+ * given back. True when one was taken. */
+static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
+{
+    if (adopt_baseline_order(p, o, INFINITY, INT_MAX)) return true;
+    mp_err err = {{0}};
+    mp_plan_opts po;
+    plan_opts_of(p, o, &po);
+    po.arena_target_only = true;
     bool may;
     if (least_peak_may_fit(p, p->usable, &may, &err) || (may && least_peak(p, &err))) return false;
     po.arena_target = 0; /* the exit-3 line's placements, so that a budget it states is met given back */
@@ -1513,7 +1568,17 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
                      o->out_dir ? o->out_dir : o->model, err.msg);
             return MP_EXIT_OK;
         }
-        if (!rc && p->arena.arena_bytes <= p->usable) return MP_EXIT_OK;
+        if (!rc && p->arena.arena_bytes <= p->usable) {
+            /* a baseline's order made again for a lower target fits: the fallback's orders may hold a cheaper one
+             * (lookahead's cost is not monotone in its target: on GPT-2 at 39.9 % its order made again 28 MiB lower
+             * cost 48.33 %, and greedy's chain held one of 43.62 %, the plan at 39.8 %). The two cheapest are
+             * placed, side by side: MaxViT 3 % above its smallest budget placed four, none fitting, in 0.6 s */
+            if (round > 0 && !adopted && p->order_from >= 0 && adopt_baseline_order(p, o, p->count.recompute_cost, 1)) {
+                adopted = true, round = LAST_ROUND - 1;
+                continue;
+            }
+            return MP_EXIT_OK;
+        }
         if (round < LAST_ROUND) {
             /* at least what the placement added to the live bytes (a plan that lowers only its peak keeps that),
              * and at least the last margin plus the excess. Not more: a margin doubled after a second miss
