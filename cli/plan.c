@@ -1394,8 +1394,8 @@ static int64_t add_fallback(plan *p, int b, fallback_target t, int64_t target, f
     mp_err err = {{0}};
     /* down a chain and on a rung, a placement searches an eighth of the work (on GPT-2 0.3 % above its smallest
      * budget, eight orders miss, six of them down the chains, before a rung's fits; on the 120-plan sweep, the same
-     * plans as with the whole work); the other orders get the whole work (the LLaMA-like model's greedy order for the budget fits
-     * 0.3 % above its smallest budget only with it: by 3.9 kB) */
+     * plans as with the whole work); the other orders get the whole work (the LLaMA-like model's greedy order for
+     * the budget fits 0.3 % above its smallest budget only with it: by 3.9 kB) */
     fallback x = {.from = b, .target = t, .bytes = target,
                   .work = t == DOWN_CHAIN || t == RUNG ? ARENA_WORK / 8 : ARENA_WORK};
     if (target <= 0 || mp_remat_baseline(&p->rg, (mp_rbaseline)b, target, &x.s, &err)) return -1;
@@ -1444,7 +1444,8 @@ static void fallbacks_free(fallbacks *fb)
  * order added when placed, and for rungs spaced around the third (each order
  * fragments by its own amount: the GRU's by 1-2.4 %, so 0.3 % above its
  * smallest budget greedy's order at its least target, 226 %, was given until
- * a rung's, 96.8 %). True when one was taken. */
+ * a rung's, 96.8 %). At most `pairs` pairs are placed. True when one was
+ * taken. */
 static bool adopt_baseline_order(plan *p, const mp_cli_opts *o, double ceiling, int pairs)
 {
     mp_plan_opts po;
