@@ -1289,9 +1289,10 @@ static void keep_hint(plan *p)
     p->have_hint = true, p->have_rp = false;
 }
 
-/* Takes order s (recounted as c, placed as `placed`, from as plan.order_from) as the plan. */
-static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan_opts *po, const mp_plan_info *placed,
-                        int from)
+/* Takes order s (recounted as c, placed as `placed` with that arena target and search work, from as
+ * plan.order_from) as the plan; written with -o, it is placed alike. */
+static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, int64_t target, int64_t work,
+                        const mp_plan_info *placed, int from)
 {
     forget_solution(p);
     p->order = *s;
@@ -1300,8 +1301,8 @@ static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, const mp_plan
     p->order_from = from;
     p->pruned = 0;
     p->placed_fallback = true;
-    p->placed_target = po->arena_target;
-    p->placed_work = po->arena_work;
+    p->placed_target = target;
+    p->placed_work = work;
     return mark_recomputed(p) == 0;
 }
 
@@ -1320,7 +1321,6 @@ typedef struct fallback {
     mp_rcount c;
     int from;         /* the baseline */
     fallback_target target;
-    int64_t bytes;    /* that target */
     int64_t work;     /* its placement's search work */
     bool known;       /* placed already (place_pair): whether without error, and its arena */
     bool placed;
@@ -1396,8 +1396,7 @@ static int64_t add_fallback(plan *p, int b, fallback_target t, int64_t target, f
      * budget, eight orders miss, six of them down the chains, before a rung's fits; on the 120-plan sweep, the same
      * plans as with the whole work); the other orders get the whole work (the LLaMA-like model's greedy order for
      * the budget fits 0.3 % above its smallest budget only with it: by 3.9 kB) */
-    fallback x = {.from = b, .target = t, .bytes = target,
-                  .work = t == DOWN_CHAIN || t == RUNG ? ARENA_WORK / 8 : ARENA_WORK};
+    fallback x = {.from = b, .target = t, .work = t == DOWN_CHAIN || t == RUNG ? ARENA_WORK / 8 : ARENA_WORK};
     if (target <= 0 || mp_remat_baseline(&p->rg, (mp_rbaseline)b, target, &x.s, &err)) return -1;
     if (mp_rsched_count(&p->rg, &x.s, &x.c, &err)) {
         mp_rsched_free(&x.s);
@@ -1474,12 +1473,11 @@ static bool adopt_baseline_order(plan *p, const mp_cli_opts *o, double ceiling, 
         f[k] = f[--fb.n];
         if (x.placed && x.info.arena_bytes <= p->usable) {
             fallbacks_free(&fb);
-            po.arena_work = x.work;
-            return adopt_order(p, &x.s, &x.c, &po, &x.info, x.from);
+            return adopt_order(p, &x.s, &x.c, p->usable, x.work, &x.info, x.from);
         }
         if (fb.nmissed < FALLBACK_MAX) fb.missed[fb.nmissed++] = x.s; /* not placed again (a rung may be it) */
         else mp_rsched_free(&x.s);
-        if (x.placed && x.target == AT_BUDGET) {
+        if (x.placed && x.target == AT_BUDGET && pairs > 0) { /* else none of them would be placed */
             int64_t margin = x.info.arena_bytes - x.info.lower_bound;
             if (margin < x.info.arena_bytes - p->usable) margin = x.info.arena_bytes - p->usable;
             int64_t third = p->usable - margin - mp_arena_defaults().alignment;
@@ -1505,12 +1503,9 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
 {
     if (adopt_baseline_order(p, o, INFINITY, INT_MAX)) return true;
     mp_err err = {{0}};
-    mp_plan_opts po;
-    plan_opts_of(p, o, &po);
-    po.arena_target_only = true;
     bool may;
     if (least_peak_may_fit(p, p->usable, &may, &err) || (may && least_peak(p, &err))) return false;
-    po.arena_target = 0; /* the exit-3 line's placements, so that a budget it states is met given back */
+    /* the exit-3 line's placements (no target, the whole work), so that a budget it states is met given back */
     for (int k = may ? 0 : 1; k < 3; k++) {
         mp_rsched s = {0};
         int from;
@@ -1522,7 +1517,7 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
             mp_rsched_free(&s);
             continue;
         }
-        if (!adopt_order(p, &s, &c, &po, &info, from)) return false;
+        if (!adopt_order(p, &s, &c, 0, ARENA_WORK, &info, from)) return false;
         if (k == 0) p->status = "min-peak";
         return true;
     }
