@@ -101,10 +101,12 @@ static int add_bytes(int64_t *sum, int64_t b, mp_err *err)
     return 0;
 }
 
-/* Counts s; live (n values, or NULL) gets the bytes alive at each entry. O(entries + their inputs and outputs). */
-static int recount(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, int64_t *live, mp_err *err)
+/* Counts s; live (n values, or NULL) gets the bytes alive at each entry. O(entries + their inputs and outputs).
+ * graph_checked: rg passed check_graph already (the pruner recounts one graph thousands of times). */
+static int recount(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, int64_t *live, bool graph_checked,
+                   mp_err *err)
 {
-    if (check_graph(rg, err) || check_sched(rg, s, err)) return -1;
+    if ((!graph_checked && check_graph(rg, err)) || check_sched(rg, s, err)) return -1;
     memset(c, 0, sizeof *c);
     c->peak_entry = -1;
     const int32_t *io = rg->in_off, *oo = rg->out_off;
@@ -203,7 +205,12 @@ done:
 
 int mp_rsched_count(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, mp_err *err)
 {
-    return recount(rg, s, c, NULL, err);
+    return recount(rg, s, c, NULL, false, err);
+}
+
+int mp_rsched_recount(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, mp_err *err)
+{
+    return recount(rg, s, c, NULL, true, err);
 }
 
 /* live[e]: the bytes alive while entry e runs, its inputs and new outputs
@@ -212,7 +219,7 @@ int mp_rsched_profile(const mp_rgraph *rg, const mp_rsched *s, int64_t *live, mp
 {
     mp_rcount c;
     if (!live && s && s->n > 0) return mp_fail(err, "remat profile: no output array");
-    return recount(rg, s, &c, live, err);
+    return recount(rg, s, &c, live, false, err);
 }
 
 /* ---- the --schedule file ---- */

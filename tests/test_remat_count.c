@@ -961,6 +961,50 @@ START_TEST(test_prune_unread_chain)
 }
 END_TEST
 
+/* x(10, resident); fA: A(100), fB: B(50), fC: C(50) = f(x), each rerun
+ * (costs 5, 3, 3) for its backward node after a middle m1: M(200) = f(x),
+ * m2: N(10) = f(M) that peaks at 220. Keeping A instead of its rerun adds
+ * 100 there, B or C 50. Within 320, removing the costliest rerun first (A)
+ * leaves no room for the others (6 kept); removals that raise the peak
+ * little first take B's and C's (5 kept), the cheaper. */
+START_TEST(test_prune_small_raises_first)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t x = tg_value(&rg, 10), a = tg_value(&rg, 100), b = tg_value(&rg, 50), c = tg_value(&rg, 50);
+    int32_t m = tg_value(&rg, 200), nn = tg_value(&rg, 10), ga = tg_value(&rg, 10), gb = tg_value(&rg, 10),
+            gc = tg_value(&rg, 10);
+    rg.keep_to_end[gc] = 1;
+    tg_node(&rg, "fA", 5, true, 1, &x, 1, &a);
+    tg_node(&rg, "fB", 3, true, 1, &x, 1, &b);
+    tg_node(&rg, "fC", 3, true, 1, &x, 1, &c);
+    tg_node(&rg, "m1", 1, true, 1, &x, 1, &m);
+    tg_node(&rg, "m2", 1, true, 1, &m, 1, &nn);
+    tg_node(&rg, "bA", 1, false, 2, (int32_t[]){a, nn}, 1, &ga);
+    tg_node(&rg, "bB", 1, false, 2, (int32_t[]){b, ga}, 1, &gb);
+    tg_node(&rg, "bC", 1, false, 2, (int32_t[]){c, gb}, 1, &gc);
+    const int32_t given[] = {0, 1, 2, 3, 4, ~0, 5, ~1, 6, ~2, 7};
+    mp_rsched s = order_of(11, given);
+    mp_rcount c0 = count_ok(&rg, &s);
+    ck_assert_int_eq(c0.peak_bytes, 220);
+    ck_assert_double_eq(c0.recompute_cost, 11);
+    mp_err err = {{0}};
+    int32_t removed = -1;
+    ck_assert(!mp_rsched_prune(&rg, &s, 320, &removed, &err));
+    mp_rcount c1 = count_ok(&rg, &s);
+    ck_assert_int_eq(removed, 2);
+    ck_assert_int_eq(c1.peak_bytes, 320);
+    ck_assert_double_eq(c1.recompute_cost, 5);
+    mp_rsched_free(&s);
+    /* with room for A's and one more, the costliest first is the cheaper: A's and B's go (3 kept) */
+    s = order_of(11, given);
+    ck_assert(!mp_rsched_prune(&rg, &s, 370, &removed, &err));
+    ck_assert_double_eq(count_ok(&rg, &s).recompute_cost, 3);
+    mp_rsched_free(&s);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
 /* Every baseline's order on random training graphs and on Checkmate's, at
  * 0.5 .. 1.0 of the store-everything peak: the promises of prune_checked
  * hold, and all's and sqrt's orders lose recomputations where the budget has
@@ -1013,6 +1057,7 @@ int main(void)
     t = tcase_create("prune");
     tcase_add_test(t, test_prune_block_chain);
     tcase_add_test(t, test_prune_unread_chain);
+    tcase_add_test(t, test_prune_small_raises_first);
     tcase_add_test(t, test_prune_random);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
