@@ -708,14 +708,15 @@ fail:
     return -1;
 }
 
-/* Baseline b's order for target t, rid of the recomputations the plan's
- * target does not need (mp_rsched_prune) and recounted: 1; 0 when the
- * baseline makes none (greedy, lookahead: no fit); -1 on an error (err). */
-static int pruned_baseline(plan *p, mp_rbaseline b, int64_t t, mp_rsched *s, mp_rcount *c, int32_t *pruned, mp_err *err)
+/* Baseline b's order for target t, rid of the recomputations target `within`
+ * does not need (mp_rsched_prune) and recounted: 1; 0 when the baseline
+ * makes none (greedy, lookahead: no fit); -1 on an error (err). */
+static int pruned_baseline(plan *p, mp_rbaseline b, int64_t t, int64_t within, mp_rsched *s, mp_rcount *c,
+                           int32_t *pruned, mp_err *err)
 {
     if (mp_remat_baseline(&p->rg, b, t, s, err)) return 0;
     *pruned = 0;
-    if (mp_rsched_prune(&p->rg, s, p->target, pruned, err) || mp_rsched_count(&p->rg, s, c, err)) {
+    if (mp_rsched_prune(&p->rg, s, within, pruned, err) || mp_rsched_count(&p->rg, s, c, err)) {
         mp_rsched_free(s);
         return -1;
     }
@@ -735,7 +736,7 @@ static int rescue_least_baseline(plan *p, bool *fits)
     mp_rsched s;
     mp_rcount c;
     int32_t pruned;
-    if (pruned_baseline(p, p->base_least_of, p->base_least_target, &s, &c, &pruned, &err) != 1) goto fail;
+    if (pruned_baseline(p, p->base_least_of, p->base_least_target, p->target, &s, &c, &pruned, &err) != 1) goto fail;
     if (c.peak_bytes > p->target) {
         mp_rsched_free(&s);
         return 0;
@@ -785,7 +786,7 @@ static int use_cheaper_baseline(plan *p, bool *fits)
         mp_rsched s;
         mp_rcount c;
         int32_t pruned;
-        int made = pruned_baseline(p, (mp_rbaseline)b, p->target, &s, &c, &pruned, &err);
+        int made = pruned_baseline(p, (mp_rbaseline)b, p->target, p->target, &s, &c, &pruned, &err);
         if (made == 0) continue; /* greedy, lookahead: no fit */
         if (made < 0) {
             mp_cli_model_error(p->source, err.msg);
@@ -1312,7 +1313,8 @@ typedef enum fallback_target {
     LESS_SLACK,  /* the budget less the re-plans' margin */
     THIRD,       /* the budget less what the baseline's order for the budget added when placed */
     RUNG,        /* spaced around the third */
-    DOWN_CHAIN,  /* below the last order's live bytes (add_chain) */
+    DOWN_CHAIN,  /* below the last order's live bytes (make_first_orders) */
+    OWN_PEAK,    /* the least baseline's order pruned within its own peak */
 } fallback_target;
 
 /* A baseline's order for the budget, or for a target below it, with its count. */
@@ -1320,6 +1322,8 @@ typedef struct fallback {
     mp_rsched s;
     mp_rcount c;
     int from;         /* the baseline */
+    bool least;       /* the order of the baseline at its least target, pruned (LEAST_PRUNED) */
+    int32_t pruned;   /* entries mp_rsched_prune removed */
     fallback_target target;
     int64_t work;     /* its placement's search work */
     bool known;       /* placed already (place_pair): whether without error, and its arena */
@@ -1375,7 +1379,7 @@ static bool same_order(const mp_rsched *a, const mp_rsched *b)
  * k-th for a target at least the budget's 2^k / CHAIN_STEP below it. */
 #define CHAIN_MAX 8
 #define CHAIN_STEP 5000
-#define FALLBACK_MAX ((3 + 2 * FALLBACK_RUNGS + CHAIN_MAX) * MP_RBASE_COUNT)
+#define FALLBACK_MAX ((3 + 2 * FALLBACK_RUNGS + CHAIN_MAX) * (MP_RBASE_COUNT + 1))
 
 /* The orders waiting to be placed (f), and those placed that missed. */
 typedef struct fallbacks {
@@ -1385,44 +1389,111 @@ typedef struct fallbacks {
     int nmissed;
 } fallbacks;
 
-/* Appends baseline b's order for target when its live bytes fit and no
- * order waiting or missed is the same (a baseline may ignore the target).
- * Its live bytes; -1 when the baseline cannot make an order that fits the
- * target. */
-static int64_t add_fallback(plan *p, int b, fallback_target t, int64_t target, fallbacks *fb)
+/* A fallback's maker besides the baselines: the order at the least target
+ * a baseline fits (least_baseline), pruned to the target: rid of more
+ * recomputations than the baselines' orders for the target, it can cost
+ * less (the LLaMA-like model 0.3 % above its smallest budget: 25.02 % where
+ * greedy's order for the budget costs 26.27 %, and the budget below 25.97 %). */
+#define LEAST_PRUNED MP_RBASE_COUNT
+
+/* Maker b's order for target, counted, into x: its live bytes; -1 when the
+ * maker cannot make an order that fits the target. */
+static int64_t make_fallback(plan *p, int b, fallback_target t, int64_t target, fallback *x)
 {
     mp_err err = {{0}};
-    /* down a chain and on a rung, a placement searches an eighth of the work (on GPT-2 0.3 % above its smallest
-     * budget, eight orders miss, six of them down the chains, before a rung's fits; on the 120-plan sweep, the same
-     * plans as with the whole work); the other orders get the whole work (the LLaMA-like model's greedy order for
-     * the budget fits 0.3 % above its smallest budget only with it: by 3.9 kB) */
-    fallback x = {.from = b, .target = t, .work = t == DOWN_CHAIN || t == RUNG ? ARENA_WORK / 8 : ARENA_WORK};
-    if (target <= 0 || mp_remat_baseline(&p->rg, (mp_rbaseline)b, target, &x.s, &err)) return -1;
-    if (mp_rsched_count(&p->rg, &x.s, &x.c, &err)) {
-        mp_rsched_free(&x.s);
+    /* the least baseline's orders are placed with the whole work (the LLaMA-like model's, 0.3 % above its smallest
+     * budget, fits by 0.5 kB with it, misses by 7 MB with an eighth); the others with an eighth (on the 120-plan
+     * sweep the same plans as with the whole work, once the least baseline's orders join: before, greedy's order
+     * for that budget fitted by 3.9 kB with the whole work only) */
+    *x = (fallback){.from = b, .least = b == LEAST_PRUNED, .target = t,
+                    .work = b == LEAST_PRUNED ? ARENA_WORK : ARENA_WORK / 8};
+    if (x->least) {
+        x->from = p->base_least_of;
+        if (pruned_baseline(p, p->base_least_of, p->base_least_target, target, &x->s, &x->c, &x->pruned, &err) != 1)
+            return -1;
+        return x->c.peak_bytes;
+    }
+    if (target <= 0 || mp_remat_baseline(&p->rg, (mp_rbaseline)b, target, &x->s, &err)) return -1;
+    if (mp_rsched_count(&p->rg, &x->s, &x->c, &err)) {
+        mp_rsched_free(&x->s);
         return -1;
     }
-    bool fresh = x.c.peak_bytes <= p->usable && fb->n < FALLBACK_MAX;
-    for (int j = 0; j < fb->n && fresh; j++) fresh = !same_order(&x.s, &fb->f[j].s);
-    for (int j = 0; j < fb->nmissed && fresh; j++) fresh = !same_order(&x.s, &fb->missed[j]);
-    if (fresh) fb->f[fb->n++] = x;
-    else mp_rsched_free(&x.s);
-    return x.c.peak_bytes;
+    return x->c.peak_bytes;
 }
 
-/* Baseline b's chain of orders down from the budget: each next one for a
- * target below the last one's live bytes (greedy's and lookahead's orders
+/* Appends x when its live bytes fit and no order waiting or missed is the
+ * same (a baseline may ignore the target); frees it otherwise. */
+static void append_fallback(plan *p, fallbacks *fb, fallback *x)
+{
+    bool fresh = x->c.peak_bytes <= p->usable && fb->n < FALLBACK_MAX;
+    for (int j = 0; j < fb->n && fresh; j++) fresh = !same_order(&x->s, &fb->f[j].s);
+    for (int j = 0; j < fb->nmissed && fresh; j++) fresh = !same_order(&x->s, &fb->missed[j]);
+    if (fresh) fb->f[fb->n++] = *x;
+    else mp_rsched_free(&x->s);
+}
+
+static void add_fallback(plan *p, int b, fallback_target t, int64_t target, fallbacks *fb)
+{
+    fallback x;
+    if (make_fallback(p, b, t, target, &x) >= 0) append_fallback(p, fb, &x);
+}
+
+/* A maker's first orders: its chain down from the budget, each next one for
+ * a target below the last one's live bytes (greedy's and lookahead's orders
  * change with the target in steps: on GPT-2 near its smallest budget, eight
  * orders of lookahead's in the 0.8 % below it, whose arenas fragment by
- * 0.01-77 MB), and at least the budget's 2^k / CHAIN_STEP below it. */
-static void add_chain(plan *p, int b, fallbacks *fb)
+ * 0.01-77 MB), and at least the budget's 2^k / CHAIN_STEP below it; then its
+ * order for the budget less the re-plans' margin. The least baseline's: its
+ * order pruned to the budget, and within its own peak. */
+typedef struct first_orders {
+    plan *p;
+    int b;
+    fallback x[CHAIN_MAX + 1];
+    int n;
+} first_orders;
+
+static void *make_first_orders(void *arg)
 {
+    first_orders *o = arg;
+    plan *p = o->p;
+    if (o->b == LEAST_PRUNED) {
+        o->n += make_fallback(p, o->b, AT_BUDGET, p->usable, &o->x[o->n]) >= 0;
+        o->n += make_fallback(p, o->b, OWN_PEAK, p->base_least, &o->x[o->n]) >= 0;
+        return NULL;
+    }
     int64_t t = p->usable, down = p->usable / CHAIN_STEP;
     for (int k = 0; k < CHAIN_MAX && t > 0; k++, down *= 2) {
-        int64_t live = add_fallback(p, b, k ? DOWN_CHAIN : AT_BUDGET, t, fb);
-        if (live < 0 || (b != MP_RBASE_GREEDY && b != MP_RBASE_LOOKAHEAD)) return; /* all and sqrt: one order */
+        int64_t live = make_fallback(p, o->b, k ? DOWN_CHAIN : AT_BUDGET, t, &o->x[o->n]);
+        if (live < 0) break;
+        o->n++;
+        if (o->b != MP_RBASE_GREEDY && o->b != MP_RBASE_LOOKAHEAD) break; /* all and sqrt: one order */
         t = live - 1 < p->usable - down ? live - 1 : p->usable - down;
     }
+    if (p->slack) o->n += make_fallback(p, o->b, LESS_SLACK, p->usable - p->slack, &o->x[o->n]) >= 0;
+    return NULL;
+}
+
+/* Every maker's first orders, appended maker by maker. They are made apart
+ * (lookahead's on a second thread when the machine has two cores: GPT-2's
+ * sixteen chain orders 0.35 -> 0.23 s) and appended in one order, so the
+ * list is the same either way. The least baseline's are placed with
+ * least_work. */
+static void add_first_orders(plan *p, fallbacks *fb, int64_t least_work)
+{
+    if (p->no_plan_at) least_baseline(p); /* the solver found no plan at some target: near the smallest budget */
+    bool least = p->have_base_least && p->base_least <= p->usable;
+    first_orders o[LEAST_PRUNED + 1];
+    for (int b = MP_RBASE_ALL; b <= LEAST_PRUNED; b++) o[b] = (first_orders){.p = p, .b = b};
+    pthread_t t;
+    bool side = two_cores() && pthread_create(&t, NULL, make_first_orders, &o[MP_RBASE_LOOKAHEAD]) == 0;
+    for (int b = MP_RBASE_ALL; b <= LEAST_PRUNED; b++)
+        if ((b != MP_RBASE_LOOKAHEAD || !side) && (b != LEAST_PRUNED || least)) make_first_orders(&o[b]);
+    if (side) pthread_join(t, NULL);
+    for (int b = MP_RBASE_ALL; b <= LEAST_PRUNED; b++)
+        for (int i = 0; i < o[b].n; i++) {
+            if (b == LEAST_PRUNED) o[b].x[i].work = least_work;
+            append_fallback(p, fb, &o[b].x[i]);
+        }
 }
 
 static void fallbacks_free(fallbacks *fb)
@@ -1435,7 +1506,7 @@ static void fallbacks_free(fallbacks *fb)
  * ceiling, the cheapest whose arena fits as placed. They are placed cheapest
  * first (two at a time, place_pair), the budget the search's target, so the
  * first that fits is taken. The orders: each baseline's chain down from the
- * budget (add_chain; it starts at the budget, not at what the ILP's plans
+ * budget (make_first_orders; it starts at the budget, not at what the ILP's plans
  * did, so a budget a little higher looks at nearly the same orders: GPT-2 at
  * 39.7 % got 56.98 % before the chains, now 45.70 % as at 39.6 %), its order
  * for the budget less the re-plans' margin, and once its order for the
@@ -1443,7 +1514,8 @@ static void fallbacks_free(fallbacks *fb)
  * order added when placed, and for rungs spaced around the third (each order
  * fragments by its own amount: the GRU's by 1-2.4 %, so 0.3 % above its
  * smallest budget greedy's order at its least target, 226 %, was given until
- * a rung's, 96.8 %). At most `pairs` pairs are placed. True when one was
+ * a rung's, 96.8 %); near the smallest budget, the least baseline's two
+ * (LEAST_PRUNED). At most `pairs` pairs are placed. True when one was
  * taken. */
 static bool adopt_baseline_order(plan *p, const mp_cli_opts *o, double ceiling, int pairs)
 {
@@ -1452,10 +1524,10 @@ static bool adopt_baseline_order(plan *p, const mp_cli_opts *o, double ceiling, 
     po.arena_target = p->usable; /* the search stops once an order fits */
     po.arena_target_only = true; /* or once it misses: a fallback only fits or not */
     fallbacks fb = {.n = 0};
-    for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) {
-        add_chain(p, b, &fb);
-        if (p->slack) add_fallback(p, b, LESS_SLACK, p->usable - p->slack, &fb);
-    }
+    /* a re-plan's check of two cheaper orders places the least baseline's with an eighth of the work, as the
+     * other orders (ViT-B/16 0.3 % above its smallest budget: 41.45 -> 41.35 %, the plan at its smallest); the
+     * last resort with the whole */
+    add_first_orders(p, &fb, ceiling == INFINITY ? ARENA_WORK : ARENA_WORK / 8);
     fallback *f = fb.f;
     while (fb.n > 0) {
         int k = 0, next = -1; /* the cheapest, and the cheapest other not placed yet */
@@ -1473,11 +1545,13 @@ static bool adopt_baseline_order(plan *p, const mp_cli_opts *o, double ceiling, 
         f[k] = f[--fb.n];
         if (x.placed && x.info.arena_bytes <= p->usable) {
             fallbacks_free(&fb);
-            return adopt_order(p, &x.s, &x.c, p->usable, x.work, &x.info, x.from);
+            if (!adopt_order(p, &x.s, &x.c, p->usable, x.work, &x.info, x.from)) return false;
+            p->pruned = x.pruned;
+            return true;
         }
         if (fb.nmissed < FALLBACK_MAX) fb.missed[fb.nmissed++] = x.s; /* not placed again (a rung may be it) */
         else mp_rsched_free(&x.s);
-        if (x.placed && x.target == AT_BUDGET && pairs > 0) { /* else none of them would be placed */
+        if (x.placed && x.target == AT_BUDGET && !x.least && pairs > 0) { /* else none of them would be placed */
             int64_t margin = x.info.arena_bytes - x.info.lower_bound;
             if (margin < x.info.arena_bytes - p->usable) margin = x.info.arena_bytes - p->usable;
             int64_t third = p->usable - margin - mp_arena_defaults().alignment;
