@@ -104,8 +104,9 @@ int mp_rsched_identity(const mp_rgraph *rg, mp_rsched *s, mp_err *err);
  * the entry otherwise), allocates its outputs (a recomputed value replaces its
  * old instance), and every instance is freed after its last use. */
 int mp_rsched_count(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, mp_err *err);
-/* The same, for a graph mp_rsched_count accepted already: the graph's checks are not repeated. */
-int mp_rsched_recount(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, mp_err *err);
+/* The same, for a graph mp_rsched_count accepted already: the graph's checks are not repeated, and the
+ * count stops once the live bytes pass stop_above (c->peak_bytes is then above it, the rest of c partial). */
+int mp_rsched_recount(const mp_rgraph *rg, const mp_rsched *s, int64_t stop_above, mp_rcount *c, mp_err *err);
 
 /* Live bytes after each entry (n values), for timelines. */
 int mp_rsched_profile(const mp_rgraph *rg, const mp_rsched *s, int64_t *live, mp_err *err);

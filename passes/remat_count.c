@@ -102,9 +102,10 @@ static int add_bytes(int64_t *sum, int64_t b, mp_err *err)
 }
 
 /* Counts s; live (n values, or NULL) gets the bytes alive at each entry. O(entries + their inputs and outputs).
- * graph_checked: rg passed check_graph already (the pruner recounts one graph thousands of times). */
+ * graph_checked: rg passed check_graph already (the pruner recounts one graph thousands of times); the count
+ * stops once the live bytes pass stop_above (its peak_bytes is then above it, the rest partial). */
 static int recount(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, int64_t *live, bool graph_checked,
-                   mp_err *err)
+                   int64_t stop_above, mp_err *err)
 {
     if ((!graph_checked && check_graph(rg, err)) || check_sched(rg, s, err)) return -1;
     memset(c, 0, sizeof *c);
@@ -173,6 +174,7 @@ static int recount(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, int64_
         if (c->peak_entry < 0 || cur > c->peak_bytes) {
             c->peak_bytes = cur;
             c->peak_entry = e;
+            if (cur > stop_above) break;
         }
         double cost = rg->cost ? rg->cost[u] : 0;
         c->cost += cost;
@@ -205,12 +207,12 @@ done:
 
 int mp_rsched_count(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, mp_err *err)
 {
-    return recount(rg, s, c, NULL, false, err);
+    return recount(rg, s, c, NULL, false, INT64_MAX, err);
 }
 
-int mp_rsched_recount(const mp_rgraph *rg, const mp_rsched *s, mp_rcount *c, mp_err *err)
+int mp_rsched_recount(const mp_rgraph *rg, const mp_rsched *s, int64_t stop_above, mp_rcount *c, mp_err *err)
 {
-    return recount(rg, s, c, NULL, true, err);
+    return recount(rg, s, c, NULL, true, stop_above, err);
 }
 
 /* live[e]: the bytes alive while entry e runs, its inputs and new outputs
@@ -219,7 +221,7 @@ int mp_rsched_profile(const mp_rgraph *rg, const mp_rsched *s, int64_t *live, mp
 {
     mp_rcount c;
     if (!live && s && s->n > 0) return mp_fail(err, "remat profile: no output array");
-    return recount(rg, s, &c, live, false, err);
+    return recount(rg, s, &c, live, false, INT64_MAX, err);
 }
 
 /* ---- the --schedule file ---- */

@@ -8,11 +8,13 @@
  * recomputations that only fed it unread; they go with it, since a
  * recomputation nobody reads before its value is made again only costs.
  * Two passes, the cheaper result kept: one with the budget as the limit, one
- * that raises the limit from the order's peak to the budget in steps. The
- * result is an order of the same graph, never dearer than the one given and
- * never above the budget. */
+ * that raises the limit from the order's peak to the budget in steps (side
+ * by side on two cores). The result is an order of the same graph, never
+ * dearer than the one given and never above the budget. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "passes/remat.h"
 
@@ -24,13 +26,51 @@
 #define PRUNE_WORK INT64_C(30000000)
 #define PRUNE_STAGES 8 /* the steps of the second pass's limit */
 
+typedef struct costly {
+    double cost;
+    int32_t entry;
+    int64_t over; /* the peak its removal reached when last over a limit (0: not tried) */
+} costly;
+
+/* One pass of removals over the order given, with buffers of its own (the
+ * two passes run side by side on two cores). */
 typedef struct pruner {
     const mp_rgraph *rg;
-    const mp_rsched *s;   /* the order given */
-    uint8_t *keep;        /* s->n: the entry stays */
-    int32_t *last;        /* nvalues: backward scan, a kept read of the instance after the entry */
-    mp_rsched trial;      /* the kept entries, as an order */
+    const mp_rsched *s;  /* the order given */
+    int64_t peak;        /* its own peak */
+    int64_t budget;
+    int stages;          /* the steps of the limit, from the peak to the budget */
+    costly *order;       /* the recomputations, costliest first */
+    int32_t ncand;
+    uint8_t *keep;       /* s->n: the entry stays */
+    uint8_t *saved;      /* keep before a trial */
+    int32_t *last;       /* nvalues: backward scan, a kept read of the instance after the entry */
+    mp_rsched trial;     /* the kept entries, as an order */
+    double kept;         /* the result: the cost of the recomputations kept */
 } pruner;
+
+static bool pruner_init(pruner *p, const mp_rgraph *rg, const mp_rsched *s, int64_t peak, int64_t budget, int stages)
+{
+    size_t n = (size_t)(s->n ? s->n : 1);
+    *p = (pruner){.rg = rg, .s = s, .peak = peak, .budget = budget, .stages = stages};
+    p->order = malloc(n * sizeof *p->order);
+    p->keep = malloc(n);
+    p->saved = malloc(n);
+    p->last = malloc((size_t)(rg->nvalues + 1) * sizeof *p->last);
+    p->trial.node = malloc(n * sizeof *p->trial.node);
+    p->trial.recompute = malloc(n);
+    return p->order && p->keep && p->saved && p->last && p->trial.node && p->trial.recompute;
+}
+
+static void pruner_free(pruner *p)
+{
+    free(p->order);
+    free(p->keep);
+    free(p->saved);
+    free(p->last);
+    free(p->trial.node);
+    free(p->trial.recompute);
+}
 
 /* Drops every kept recomputation none of whose outputs is read before its
  * value is made again (nor kept to the end). One backward scan: the readers
@@ -57,8 +97,9 @@ static void drop_unread(pruner *p)
     }
 }
 
-/* Recounts the kept entries; true when they run and peak within budget. */
-static bool kept_fits(pruner *p, int64_t budget, mp_rcount *c)
+/* Recounts the kept entries; true when they run and peak within limit.
+ * The count stops above the budget: a removal over it is not tried again. */
+static bool kept_fits(pruner *p, int64_t limit, mp_rcount *c)
 {
     int32_t n = 0;
     for (int32_t e = 0; e < p->s->n; e++)
@@ -68,15 +109,9 @@ static bool kept_fits(pruner *p, int64_t budget, mp_rcount *c)
         }
     p->trial.n = n;
     mp_err ignored = {{0}}; /* an order that cannot run is one that does not fit, ever */
-    if (mp_rsched_recount(p->rg, &p->trial, c, &ignored)) c->peak_bytes = INT64_MAX;
-    return c->peak_bytes <= budget;
+    if (mp_rsched_recount(p->rg, &p->trial, p->budget, c, &ignored)) c->peak_bytes = INT64_MAX;
+    return c->peak_bytes <= limit;
 }
-
-typedef struct costly {
-    double cost;
-    int32_t entry;
-    int64_t over;    /* the peak its removal reached when last over a limit (0: not tried) */
-} costly;
 
 static int cmp_costly(const void *pa, const void *pb)
 {
@@ -86,39 +121,38 @@ static int cmp_costly(const void *pa, const void *pb)
 }
 
 /* One pass of removals, costliest first, from the order given: the room
- * above its own peak is given in `stages` steps (the first within the peak
+ * above its own peak is given in p->stages steps (the first within the peak
  * itself), each trying the recomputations left. A removal that went over a
  * step's limit is tried again only once the limit passes the peak it reached
  * (removals mostly raise the memory), so the steps cost about one pass.
- * p->keep holds the result; returns the cost of the recomputations kept. */
-static double prune_pass(pruner *p, costly *order, int32_t ncand, int64_t peak, int64_t budget, int stages,
-                         uint8_t *saved)
+ * p->keep holds the result, p->kept its cost. */
+static void *prune_pass(void *arg)
 {
+    pruner *p = arg;
     const mp_rsched *s = p->s;
     mp_rcount c;
     memset(p->keep, 1, (size_t)s->n);
     drop_unread(p);
-    for (int32_t i = 0; i < ncand; i++) order[i].over = 0;
     int64_t work = 0;
-    for (int stage = peak < budget && stages > 1 ? 0 : stages; stage <= stages; stage++) {
-        int64_t limit = stage == stages ? budget : peak + (budget - peak) / stages * stage;
-        for (int32_t i = 0; i < ncand && work + s->n <= PRUNE_WORK; i++) {
-            int32_t e = order[i].entry;
-            if (!p->keep[e] || order[i].over > limit) continue; /* gone with another (unread), or still over */
-            memcpy(saved, p->keep, (size_t)s->n);
+    for (int stage = p->peak < p->budget && p->stages > 1 ? 0 : p->stages; stage <= p->stages; stage++) {
+        int64_t limit = stage == p->stages ? p->budget : p->peak + (p->budget - p->peak) / p->stages * stage;
+        for (int32_t i = 0; i < p->ncand && work + s->n <= PRUNE_WORK; i++) {
+            int32_t e = p->order[i].entry;
+            if (!p->keep[e] || p->order[i].over > limit) continue; /* gone with another (unread), or still over */
+            memcpy(p->saved, p->keep, (size_t)s->n);
             p->keep[e] = 0;
             drop_unread(p);
             work += 2 * (int64_t)s->n;
             if (!kept_fits(p, limit, &c)) {
-                memcpy(p->keep, saved, (size_t)s->n);
-                order[i].over = c.peak_bytes;
+                memcpy(p->keep, p->saved, (size_t)s->n);
+                p->order[i].over = c.peak_bytes;
             }
         }
     }
-    double kept = 0;
+    p->kept = 0;
     for (int32_t e = 0; e < s->n; e++)
-        if (p->keep[e] && s->recompute[e] && p->rg->cost) kept += p->rg->cost[s->node[e]];
-    return kept;
+        if (p->keep[e] && s->recompute[e] && p->rg->cost) p->kept += p->rg->cost[s->node[e]];
+    return NULL;
 }
 
 int mp_rsched_prune(const mp_rgraph *rg, mp_rsched *s, int64_t budget, int32_t *removed, mp_err *err)
@@ -127,42 +161,42 @@ int mp_rsched_prune(const mp_rgraph *rg, mp_rsched *s, int64_t budget, int32_t *
     mp_rcount c;
     if (mp_rsched_count(rg, s, &c, err)) return -1;
     if (c.peak_bytes > budget || !s->recompute) return 0; /* nothing to keep within, or nothing recomputed */
-    size_t n = (size_t)(s->n ? s->n : 1);
-    pruner p = {.rg = rg, .s = s};
-    p.keep = malloc(n);
-    p.last = malloc((size_t)(rg->nvalues + 1) * sizeof *p.last);
-    p.trial.node = malloc(n * sizeof *p.trial.node);
-    p.trial.recompute = malloc(n);
-    costly *order = malloc(n * sizeof *order);
-    uint8_t *saved = malloc(n), *one_step = malloc(n); /* keep before a trial; the one-step pass's result */
-    int rc = -1;
-    if (!p.keep || !p.last || !p.trial.node || !p.trial.recompute || !order || !saved || !one_step) {
-        mp_fail(err, "prune: out of memory");
-        goto done;
-    }
-    memset(p.keep, 1, n);
-    drop_unread(&p);
-    int32_t ncand = 0;
-    for (int32_t e = 0; e < s->n; e++)
-        if (p.keep[e] && s->recompute[e]) order[ncand++] = (costly){rg->cost ? rg->cost[s->node[e]] : 0, e, 0};
-    qsort(order, (size_t)ncand, sizeof *order, cmp_costly);
     /* In one step, a costly removal can take the room that several cheaper
      * ones would have shared for more (test_prune_small_raises_first), and
      * the result jumps about as the budget grows (the LLaMA-like model's
      * greedy order at its least target, pruned 0.2 MB higher: 25.97 -> 27.17 %).
      * In steps, removals that raise the peak little go first and the result
      * falls with the budget (to 25.97 % there), but they can crowd out a
-     * costly one the single step takes; so both are made. */
-    double one = prune_pass(&p, order, ncand, c.peak_bytes, budget, 1, saved);
-    if (c.peak_bytes < budget && one > 0) { /* else the steps are the one step, or nothing is left to remove */
-        memcpy(one_step, p.keep, n);
-        double staged = prune_pass(&p, order, ncand, c.peak_bytes, budget, PRUNE_STAGES, saved);
-        if (one <= staged) memcpy(p.keep, one_step, n);
+     * costly one the single step takes; so both are made, side by side on
+     * two cores, and the cheaper kept. At the order's own peak they are one. */
+    bool both = c.peak_bytes < budget;
+    pruner one, steps = {0};
+    int rc = -1;
+    if (!pruner_init(&one, rg, s, c.peak_bytes, budget, 1) ||
+        (both && !pruner_init(&steps, rg, s, c.peak_bytes, budget, PRUNE_STAGES))) {
+        mp_fail(err, "prune: out of memory");
+        goto done;
     }
-    if (!kept_fits(&p, budget, &c)) memset(p.keep, 1, n); /* never: dropping unread entries frees only */
+    memset(one.keep, 1, (size_t)s->n);
+    drop_unread(&one);
+    for (int32_t e = 0; e < s->n; e++)
+        if (one.keep[e] && s->recompute[e])
+            one.order[one.ncand++] = (costly){rg->cost ? rg->cost[s->node[e]] : 0, e, 0};
+    qsort(one.order, (size_t)one.ncand, sizeof *one.order, cmp_costly);
+    if (both) {
+        memcpy(steps.order, one.order, (size_t)one.ncand * sizeof *one.order);
+        steps.ncand = one.ncand;
+    }
+    pthread_t t;
+    bool side = both && sysconf(_SC_NPROCESSORS_ONLN) >= 2 && pthread_create(&t, NULL, prune_pass, &steps) == 0;
+    prune_pass(&one);
+    if (both && !side) prune_pass(&steps);
+    if (side) pthread_join(t, NULL);
+    pruner *best = both && steps.kept < one.kept ? &steps : &one;
+    if (!kept_fits(best, budget, &c)) memset(best->keep, 1, (size_t)s->n); /* never: dropping unread frees only */
     int32_t n_kept = 0;
     for (int32_t e = 0; e < s->n; e++)
-        if (p.keep[e]) {
+        if (best->keep[e]) {
             s->node[n_kept] = s->node[e];
             s->recompute[n_kept++] = s->recompute[e];
         }
@@ -170,13 +204,8 @@ int mp_rsched_prune(const mp_rgraph *rg, mp_rsched *s, int64_t budget, int32_t *
     s->n = n_kept;
     rc = 0;
 done:
-    free(p.keep);
-    free(p.last);
-    free(p.trial.node);
-    free(p.trial.recompute);
-    free(order);
-    free(saved);
-    free(one_step);
+    pruner_free(&one);
+    pruner_free(&steps);
     return rc;
 }
 
