@@ -224,6 +224,18 @@ typedef struct plan {
     mp_plan_info ahead_info;
     mp_rsched order;            /* the plan's order */
     mp_rcount count;            /* its recount */
+    bool have_runner;           /* the round's next cheapest order that fits as counted (use_cheaper_baseline), */
+    mp_rsched runner;           /* placed beside the order by fit_arena */
+    mp_rcount runner_count;
+    int runner_from;
+    int32_t runner_pruned;
+    bool have_spare;            /* the cheapest runner-up that fitted as placed where its round's order did not: */
+    mp_rsched spare;            /* given at the end when it costs less than the plan the rounds led to */
+    mp_rcount spare_count;
+    int spare_from;
+    int32_t spare_pruned;
+    mp_plan_info spare_arena;
+    int64_t spare_work;
     mp_rsolve_info info;
     bool solved;                /* info holds a solver run */
     const char *status;         /* "optimal", "feasible", "baseline", "min-peak" */
@@ -297,10 +309,18 @@ static double overhead_pct(const plan *p, double recompute_cost)
     return p->base.cost > 0 ? 100.0 * recompute_cost / p->base.cost : 0;
 }
 
+static void forget_runner(plan *p)
+{
+    if (p->have_runner) mp_rsched_free(&p->runner);
+    p->have_runner = false;
+}
+
 static void plan_free(plan *p)
 {
     mp_rsched_free(&p->identity);
     mp_rsched_free(&p->order);
+    forget_runner(p);
+    if (p->have_spare) mp_rsched_free(&p->spare);
     if (p->have_rp) mp_rplan_free(&p->rp);
     if (p->have_least) mp_rplan_free(&p->least);
     if (p->have_hint) mp_rplan_free(&p->hint);
@@ -774,6 +794,22 @@ static int mark_recomputed(plan *p)
     return 0;
 }
 
+/* Keeps order s (counted c) as the runner-up when it costs less than the one
+ * kept, else frees it. */
+static void offer_runner(plan *p, mp_rsched *s, const mp_rcount *c, int from, int32_t pruned)
+{
+    if (p->have_runner && c->recompute_cost >= p->runner_count.recompute_cost) {
+        mp_rsched_free(s);
+        return;
+    }
+    forget_runner(p);
+    p->runner = *s;
+    p->runner_count = *c;
+    p->runner_from = from;
+    p->runner_pruned = pruned;
+    p->have_runner = true;
+}
+
 /* The ILP is optimal over its decision space (docs/ilp.md), which does not
  * hold every order: a baseline's order (all, sqrt, greedy, lookahead), rid of the
  * recomputations this budget does not need (mp_rsched_prune) and recounted,
@@ -793,12 +829,14 @@ static int use_cheaper_baseline(plan *p, bool *fits)
             return -1;
         }
         if (c.peak_bytes <= p->target && (!*fits || c.recompute_cost < p->count.recompute_cost * (1 - 1e-9))) {
-            if (*fits) mp_rsched_free(&p->order);
+            if (*fits) offer_runner(p, &p->order, &p->count, p->order_from, p->pruned);
             p->order = s;
             p->count = c;
             p->order_from = b;
             p->pruned = pruned;
             *fits = true;
+        } else if (c.peak_bytes <= p->target) {
+            offer_runner(p, &s, &c, b, pruned);
         } else {
             mp_rsched_free(&s);
         }
@@ -1271,6 +1309,7 @@ static void forget_solution(plan *p)
 {
     mp_rsched_free(&p->order);
     memset(&p->order, 0, sizeof p->order);
+    forget_runner(p);
     if (p->have_rp) mp_rplan_free(&p->rp);
     if (p->have_ahead) mp_rsched_free(&p->ahead_order);
     p->have_rp = p->solved = p->have_ahead = false;
@@ -1572,10 +1611,12 @@ static bool adopt_baseline_order(plan *p, const mp_cli_opts *o, double ceiling, 
  * least-peak plan's, greedy's at its least target, store everything), the
  * first whose arena fits. So the order given costs no more than a baseline
  * shown beside it that fits, and a budget that line proves feasible succeeds
- * given back. True when one was taken. */
-static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
+ * given back. With a spare (fit_arena's runner-up that fitted), only orders
+ * cheaper than it, its cost the ceiling. True when one was taken. */
+static bool adopt_placed_order(plan *p, const mp_cli_opts *o, double ceiling)
 {
-    if (adopt_baseline_order(p, o, INFINITY, INT_MAX)) return true;
+    if (adopt_baseline_order(p, o, ceiling, INT_MAX)) return true;
+    if (ceiling < INFINITY) return false; /* a spare fits (take_spare) */
     mp_err err = {{0}};
     bool may;
     if (least_peak_may_fit(p, p->usable, &may, &err) || (may && least_peak(p, &err))) return false;
@@ -1596,6 +1637,77 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o)
         return true;
     }
     return false;
+}
+
+/* The round's runner-up (use_cheaper_baseline), placed beside its order:
+ * orders within hundredths of a percent of each other can fragment by
+ * megabytes apart (MaxViT-T 3 % above its smallest budget: greedy's order,
+ * 7.134 %, fragmented by 10 MB where lookahead's, 7.139 %, fitted; the
+ * re-plans for lower targets then gave 7.62 %). One that fits where its
+ * order did not is kept as the spare; the re-plans go on (a solver's plan
+ * for a lower target can cost less), and the spare is given at the end when
+ * it costs less than their plan. */
+typedef struct runner_place {
+    fallback r;
+    place_job job;
+    atomic_bool stop;
+    pthread_t thread;
+    bool started;
+} runner_place;
+
+/* Readies the runner-up's placement, and starts it on a second thread when
+ * beside (and the machine has two cores). */
+static void runner_start(plan *p, const mp_cli_opts *o, const mp_plan_opts *po, bool beside, runner_place *rp)
+{
+    rp->r = (fallback){.s = p->runner, .c = p->runner_count, .from = p->runner_from, .pruned = p->runner_pruned};
+    rp->job = (place_job){.model = o->model, .po = *po, .f = &rp->r};
+    atomic_init(&rp->stop, false);
+    rp->job.po.arena_cancel = &rp->stop;
+    rp->job.po.arena_target_only = true; /* it only fits or not, with an eighth of the work, as a fallback */
+    rp->job.po.arena_work = ARENA_WORK / 8;
+    rp->started = beside && two_cores() && pthread_create(&rp->thread, NULL, place_thread, &rp->job) == 0;
+}
+
+/* Ends it: cancelled when the order's placement settled the round (it fit,
+ * or failed for another reason than the budget); placed here when no thread
+ * ran. A runner-up that fits, cheaper than the spare, becomes the spare. */
+static void runner_finish(plan *p, runner_place *rp, bool settled)
+{
+    if (rp->started) {
+        if (settled) atomic_store(&rp->stop, true);
+        pthread_join(rp->thread, NULL);
+    } else if (!settled) {
+        place_thread(&rp->job);
+    }
+    if (settled || !rp->r.known || !rp->r.placed || rp->r.info.arena_bytes > p->usable ||
+        (p->have_spare && p->runner_count.recompute_cost >= p->spare_count.recompute_cost))
+        return;
+    if (p->have_spare) mp_rsched_free(&p->spare);
+    p->spare = p->runner;
+    p->spare_count = p->runner_count;
+    p->spare_from = p->runner_from;
+    p->spare_pruned = p->runner_pruned;
+    p->spare_arena = rp->r.info;
+    p->spare_work = rp->job.po.arena_work;
+    p->have_spare = true;
+    p->have_runner = false;
+}
+
+/* What the spare costs (infinity: none). */
+static double spare_cost(const plan *p) { return p->have_spare ? p->spare_count.recompute_cost : INFINITY; }
+
+/* Gives the spare when it costs less than the plan (or there is none):
+ * true when it was taken. */
+static bool take_spare(plan *p, bool have_plan)
+{
+    if (!p->have_spare || (have_plan && p->spare_count.recompute_cost >= p->count.recompute_cost * (1 - 1e-9)))
+        return false;
+    p->have_spare = false;
+    if (!adopt_order(p, &p->spare, &p->spare_count, p->usable, p->spare_work, &p->spare_arena, p->spare_from))
+        return false;
+    p->pruned = p->spare_pruned;
+
+    return true;
 }
 
 /* Places the plan's tensors in one arena (and with -o writes the plan there).
@@ -1628,9 +1740,14 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         mp_err err = {{0}};
         memset(&p->arena, 0, sizeof p->arena);
         int rc = 0;
+        bool ahead = !o->out_dir && p->have_ahead && same_order(&p->ahead_order, &p->order);
+        runner_place rp = {.started = false};
+        bool runner = p->have_runner && !adopted;
+        if (runner) runner_start(p, o, &po, !ahead, &rp);
         if (o->out_dir) rc = mp_plan_emit(o->out_dir, o->model, &po, &p->order, p->usable, true, &p->arena, &err);
-        else if (p->have_ahead && same_order(&p->ahead_order, &p->order)) p->arena = p->ahead_info; /* placed already */
+        else if (ahead) p->arena = p->ahead_info; /* placed already */
         else rc = mp_plan_measure(o->model, &po, &p->order, &p->arena, &err);
+        if (runner) runner_finish(p, &rp, rc || p->arena.arena_bytes <= p->usable);
         if (o->out_dir && p->arena.nbuffers) /* plan.json is written even when plan.cu is refused */
             fprintf(stderr, "plan: %s/plan.json: arena %lld bytes (lower bound %lld, %.4fx)\n", o->out_dir,
                     (long long)p->arena.arena_bytes, (long long)p->arena.lower_bound,
@@ -1645,8 +1762,10 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
              * (lookahead's cost is not monotone in its target: on GPT-2 at 39.9 % its order made again 28 MiB lower
              * cost 48.33 %, and greedy's chain held one of 43.62 %, the plan at 39.8 %). The two cheapest are
              * placed, side by side: MaxViT 3 % above its smallest budget placed four, none fitting, in 0.6 s */
-            if (round > 0 && !adopted && p->order_from >= 0 && adopt_baseline_order(p, o, p->count.recompute_cost, 1)) {
-                adopted = true, round = LAST_ROUND - 1;
+            double ceiling = fmin(p->count.recompute_cost, spare_cost(p));
+            if (!adopted && ((round > 0 && p->order_from >= 0 && adopt_baseline_order(p, o, ceiling, 1)) ||
+                             take_spare(p, true))) {
+                adopted = true, round = LAST_ROUND - 1; /* write it */
                 continue;
             }
             return MP_EXIT_OK;
@@ -1667,7 +1786,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
             if (rc != MP_EXIT_INFEASIBLE) return rc;
         }
         /* the ILP's plans kept fragmenting, or none is left for the lower budget */
-        if (!adopted && adopt_placed_order(p, o)) {
+        if (!adopted && (adopt_placed_order(p, o, spare_cost(p)) || take_spare(p, false))) {
             adopted = true, round = LAST_ROUND - 1; /* write it */
             continue;
         }
