@@ -1,7 +1,7 @@
 #!/bin/sh
 # smallest_sweep.sh - plans near each model's smallest feasible budget, where
 # the ILP's space is empty, the plans fragment and the fallbacks are placed:
-# the 24 training steps of docs/benchmarks.md at 1.000, 1.003, 1.03, 1.10 and
+# the 25 training steps of docs/benchmarks.md at 1.000, 1.003, 1.03, 1.10 and
 # 1.20 times the smallest feasible budget the exit-3 line states (its upper
 # end, from the first build). Per plan: the overhead, where the order came
 # from, the wall time; with a second build, the same beside it, run one after
