@@ -191,6 +191,31 @@ typedef struct bound_job {
     bool started, running;
 } bound_job;
 
+/* Which targets a fallback order was made for (adopt_baseline_order). */
+typedef enum fallback_target {
+    AT_BUDGET,   /* the budget itself */
+    LESS_SLACK,  /* the budget less the re-plans' margin */
+    THIRD,       /* the budget less what the baseline's order for the budget added when placed */
+    RUNG,        /* spaced around the third */
+    DOWN_CHAIN,  /* below the last order's live bytes (make_first_orders) */
+    OWN_PEAK,    /* the least baseline's order pruned within its own peak */
+} fallback_target;
+
+/* An order tried as placed: a fallback's (a baseline's order for the budget, or
+ * for a target below it), or fit_arena's runner-up; with its count. */
+typedef struct fallback {
+    mp_rsched s;
+    mp_rcount c;
+    int from;         /* the baseline */
+    bool least;       /* the order of the baseline at its least target, pruned (LEAST_PRUNED) */
+    int32_t pruned;   /* entries mp_rsched_prune removed */
+    fallback_target target;
+    int64_t work;     /* its placement's search work */
+    bool known;       /* placed already (place_pair): whether without error, and its arena */
+    bool placed;
+    mp_plan_info info;
+} fallback;
+
 typedef struct plan {
     const mp_cli_opts *o;
     const char *source;         /* the model or graph file, for messages */
@@ -225,17 +250,9 @@ typedef struct plan {
     mp_rsched order;            /* the plan's order */
     mp_rcount count;            /* its recount */
     bool have_runner;           /* the round's next cheapest order that fits as counted (use_cheaper_baseline), */
-    mp_rsched runner;           /* placed beside the order by fit_arena */
-    mp_rcount runner_count;
-    int runner_from;
-    int32_t runner_pruned;
+    fallback runner;            /* placed beside the order by fit_arena */
     bool have_spare;            /* the cheapest runner-up that fitted as placed where its round's order did not: */
-    mp_rsched spare;            /* given at the end when it costs less than the plan the rounds led to */
-    mp_rcount spare_count;
-    int spare_from;
-    int32_t spare_pruned;
-    mp_plan_info spare_arena;
-    int64_t spare_work;
+    fallback spare;             /* given at the end when it costs less than the plan the rounds led to */
     mp_rsolve_info info;
     bool solved;                /* info holds a solver run */
     const char *status;         /* "optimal", "feasible", "baseline", "min-peak" */
@@ -311,7 +328,7 @@ static double overhead_pct(const plan *p, double recompute_cost)
 
 static void forget_runner(plan *p)
 {
-    if (p->have_runner) mp_rsched_free(&p->runner);
+    if (p->have_runner) mp_rsched_free(&p->runner.s);
     p->have_runner = false;
 }
 
@@ -320,7 +337,7 @@ static void plan_free(plan *p)
     mp_rsched_free(&p->identity);
     mp_rsched_free(&p->order);
     forget_runner(p);
-    if (p->have_spare) mp_rsched_free(&p->spare);
+    if (p->have_spare) mp_rsched_free(&p->spare.s);
     if (p->have_rp) mp_rplan_free(&p->rp);
     if (p->have_least) mp_rplan_free(&p->least);
     if (p->have_hint) mp_rplan_free(&p->hint);
@@ -798,15 +815,12 @@ static int mark_recomputed(plan *p)
  * kept, else frees it. */
 static void offer_runner(plan *p, mp_rsched *s, const mp_rcount *c, int from, int32_t pruned)
 {
-    if (p->have_runner && c->recompute_cost >= p->runner_count.recompute_cost) {
+    if (p->have_runner && c->recompute_cost >= p->runner.c.recompute_cost) {
         mp_rsched_free(s);
         return;
     }
     forget_runner(p);
-    p->runner = *s;
-    p->runner_count = *c;
-    p->runner_from = from;
-    p->runner_pruned = pruned;
+    p->runner = (fallback){.s = *s, .c = *c, .from = from, .pruned = pruned, .work = ARENA_WORK / 8};
     p->have_runner = true;
 }
 
@@ -1329,46 +1343,21 @@ static void keep_hint(plan *p)
     p->have_hint = true, p->have_rp = false;
 }
 
-/* Takes order s (recounted as c, placed as `placed` with that arena target and search work, from as
- * plan.order_from) as the plan; written with -o, it is placed alike. */
-static bool adopt_order(plan *p, mp_rsched *s, const mp_rcount *c, int64_t target, int64_t work,
-                        const mp_plan_info *placed, int from)
+/* Takes x's order (placed as x->info with arena target `target` and x's
+ * search work) as the plan; written with -o, it is placed alike. */
+static bool adopt_order(plan *p, const fallback *x, int64_t target)
 {
     forget_solution(p);
-    p->order = *s;
-    p->count = *c;
-    p->arena = *placed;
-    p->order_from = from;
-    p->pruned = 0;
+    p->order = x->s;
+    p->count = x->c;
+    p->arena = x->info;
+    p->order_from = x->from;
+    p->pruned = x->pruned;
     p->placed_fallback = true;
     p->placed_target = target;
-    p->placed_work = work;
+    p->placed_work = x->work;
     return mark_recomputed(p) == 0;
 }
-
-/* Which targets a fallback order was made for (adopt_baseline_order). */
-typedef enum fallback_target {
-    AT_BUDGET,   /* the budget itself */
-    LESS_SLACK,  /* the budget less the re-plans' margin */
-    THIRD,       /* the budget less what the baseline's order for the budget added when placed */
-    RUNG,        /* spaced around the third */
-    DOWN_CHAIN,  /* below the last order's live bytes (make_first_orders) */
-    OWN_PEAK,    /* the least baseline's order pruned within its own peak */
-} fallback_target;
-
-/* A baseline's order for the budget, or for a target below it, with its count. */
-typedef struct fallback {
-    mp_rsched s;
-    mp_rcount c;
-    int from;         /* the baseline */
-    bool least;       /* the order of the baseline at its least target, pruned (LEAST_PRUNED) */
-    int32_t pruned;   /* entries mp_rsched_prune removed */
-    fallback_target target;
-    int64_t work;     /* its placement's search work */
-    bool known;       /* placed already (place_pair): whether without error, and its arena */
-    bool placed;
-    mp_plan_info info;
-} fallback;
 
 /* One placement, run on a thread of its own. */
 typedef struct place_job {
@@ -1440,12 +1429,10 @@ typedef struct fallbacks {
 static int64_t make_fallback(plan *p, int b, fallback_target t, int64_t target, fallback *x)
 {
     mp_err err = {{0}};
-    /* the least baseline's orders are placed with the whole work (the LLaMA-like model's, 0.3 % above its smallest
-     * budget, fits by 0.5 kB with it, misses by 7 MB with an eighth); the others with an eighth (on the 120-plan
-     * sweep the same plans as with the whole work, once the least baseline's orders join: before, greedy's order
-     * for that budget fitted by 3.9 kB with the whole work only) */
-    *x = (fallback){.from = b, .least = b == LEAST_PRUNED, .target = t,
-                    .work = b == LEAST_PRUNED ? ARENA_WORK : ARENA_WORK / 8};
+    /* an eighth of the search's work (on the 120-plan sweep the same plans as with the whole work, once the least
+     * baseline's orders join: before, greedy's order 0.3 % above the LLaMA-like model's smallest budget fitted by
+     * 3.9 kB with the whole work only); the least baseline's get theirs from add_first_orders */
+    *x = (fallback){.from = b, .least = b == LEAST_PRUNED, .target = t, .work = ARENA_WORK / 8};
     if (x->least) {
         x->from = p->base_least_of;
         if (pruned_baseline(p, p->base_least_of, p->base_least_target, target, &x->s, &x->c, &x->pruned, &err) != 1)
@@ -1563,9 +1550,9 @@ static bool adopt_baseline_order(plan *p, const mp_cli_opts *o, double ceiling, 
     po.arena_target = p->usable; /* the search stops once an order fits */
     po.arena_target_only = true; /* or once it misses: a fallback only fits or not */
     fallbacks fb = {.n = 0};
-    /* a re-plan's check of two cheaper orders places the least baseline's with an eighth of the work, as the
-     * other orders (ViT-B/16 0.3 % above its smallest budget: 41.45 -> 41.35 %, the plan at its smallest); the
-     * last resort with the whole */
+    /* the last resort places the least baseline's orders with the whole work (the LLaMA-like model's, 0.3 % above
+     * its smallest budget, fits by 0.5 kB with it, misses by 7 MB with an eighth); a re-plan's check of two cheaper
+     * orders with an eighth, as the others (ViT-B/16 0.3 % above its smallest budget: 41.45 -> 41.35 %) */
     add_first_orders(p, &fb, ceiling == INFINITY ? ARENA_WORK : ARENA_WORK / 8);
     fallback *f = fb.f;
     while (fb.n > 0) {
@@ -1584,9 +1571,7 @@ static bool adopt_baseline_order(plan *p, const mp_cli_opts *o, double ceiling, 
         f[k] = f[--fb.n];
         if (x.placed && x.info.arena_bytes <= p->usable) {
             fallbacks_free(&fb);
-            if (!adopt_order(p, &x.s, &x.c, p->usable, x.work, &x.info, x.from)) return false;
-            p->pruned = x.pruned;
-            return true;
+            return adopt_order(p, &x, p->usable);
         }
         if (fb.nmissed < FALLBACK_MAX) fb.missed[fb.nmissed++] = x.s; /* not placed again (a rung may be it) */
         else mp_rsched_free(&x.s);
@@ -1632,7 +1617,8 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o, double ceiling)
             mp_rsched_free(&s);
             continue;
         }
-        if (!adopt_order(p, &s, &c, 0, ARENA_WORK, &info, from)) return false;
+        if (!adopt_order(p, &(fallback){.s = s, .c = c, .from = from, .work = ARENA_WORK, .info = info}, 0))
+            return false;
         if (k == 0) p->status = "min-peak";
         return true;
     }
@@ -1648,7 +1634,6 @@ static bool adopt_placed_order(plan *p, const mp_cli_opts *o, double ceiling)
  * for a lower target can cost less), and the spare is given at the end when
  * it costs less than their plan. */
 typedef struct runner_place {
-    fallback r;
     place_job job;
     atomic_bool stop;
     pthread_t thread;
@@ -1659,12 +1644,12 @@ typedef struct runner_place {
  * beside (and the machine has two cores). */
 static void runner_start(plan *p, const mp_cli_opts *o, const mp_plan_opts *po, bool beside, runner_place *rp)
 {
-    rp->r = (fallback){.s = p->runner, .c = p->runner_count, .from = p->runner_from, .pruned = p->runner_pruned};
-    rp->job = (place_job){.model = o->model, .po = *po, .f = &rp->r};
+    p->runner.known = false;
+    rp->job = (place_job){.model = o->model, .po = *po, .f = &p->runner};
     atomic_init(&rp->stop, false);
     rp->job.po.arena_cancel = &rp->stop;
     rp->job.po.arena_target_only = true; /* it only fits or not, with an eighth of the work, as a fallback */
-    rp->job.po.arena_work = ARENA_WORK / 8;
+    rp->job.po.arena_work = p->runner.work;
     rp->started = beside && two_cores() && pthread_create(&rp->thread, NULL, place_thread, &rp->job) == 0;
 }
 
@@ -1679,35 +1664,27 @@ static void runner_finish(plan *p, runner_place *rp, bool settled)
     } else if (!settled) {
         place_thread(&rp->job);
     }
-    if (settled || !rp->r.known || !rp->r.placed || rp->r.info.arena_bytes > p->usable ||
-        (p->have_spare && p->runner_count.recompute_cost >= p->spare_count.recompute_cost))
+    const fallback *r = &p->runner;
+    if (settled || !r->known || !r->placed || r->info.arena_bytes > p->usable ||
+        (p->have_spare && r->c.recompute_cost >= p->spare.c.recompute_cost))
         return;
-    if (p->have_spare) mp_rsched_free(&p->spare);
-    p->spare = p->runner;
-    p->spare_count = p->runner_count;
-    p->spare_from = p->runner_from;
-    p->spare_pruned = p->runner_pruned;
-    p->spare_arena = rp->r.info;
-    p->spare_work = rp->job.po.arena_work;
+    if (p->have_spare) mp_rsched_free(&p->spare.s);
+    p->spare = *r;
     p->have_spare = true;
     p->have_runner = false;
 }
 
 /* What the spare costs (infinity: none). */
-static double spare_cost(const plan *p) { return p->have_spare ? p->spare_count.recompute_cost : INFINITY; }
+static double spare_cost(const plan *p) { return p->have_spare ? p->spare.c.recompute_cost : INFINITY; }
 
 /* Gives the spare when it costs less than the plan (or there is none):
  * true when it was taken. */
 static bool take_spare(plan *p, bool have_plan)
 {
-    if (!p->have_spare || (have_plan && p->spare_count.recompute_cost >= p->count.recompute_cost * (1 - 1e-9)))
+    if (!p->have_spare || (have_plan && p->spare.c.recompute_cost >= p->count.recompute_cost * (1 - 1e-9)))
         return false;
     p->have_spare = false;
-    if (!adopt_order(p, &p->spare, &p->spare_count, p->usable, p->spare_work, &p->spare_arena, p->spare_from))
-        return false;
-    p->pruned = p->spare_pruned;
-
-    return true;
+    return adopt_order(p, &p->spare, p->usable);
 }
 
 /* Places the plan's tensors in one arena (and with -o writes the plan there).
