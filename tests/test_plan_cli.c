@@ -311,7 +311,7 @@ END_TEST
 /* Just above GPT-2 small's smallest budget (39.4 % of its peak) the ILP's
  * space is empty and the baselines' orders fragment as placed by 0.01-77 MB
  * each: the order given is the cheapest of the baselines' chains that fits
- * as placed (cli/plan.c, add_chain). Every budget from 39.5 to 39.9 % plans,
+ * as placed (cli/plan.c, make_first_orders). Every budget from 39.5 to 39.9 % plans,
  * fits as placed, and costs no more than the budget below it (the fallbacks
  * before the chains gave 45.70 % at 39.6 % and 56.98 % at 39.7 %, and 44.59 %
  * at 39.8 % but 48.33 % at 39.9 %). The time limit leaves the solver time to
