@@ -13,6 +13,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -269,6 +271,7 @@ typedef struct plan {
     int64_t base_least;         /* the least peak a baseline reaches (all, sqrt; greedy's, lookahead's least target) */
     mp_rbaseline base_least_of; /* that baseline, */
     int64_t base_least_target;  /* at that target */
+    struct least_orders *least_orders; /* its orders for the fallback, made beside the arena (least_orders_start) */
     int8_t cand_placed[3];      /* candidate_order k placed with no target (1; -1 failed; 0 not yet), */
     mp_plan_info cand_info[3];  /* its arena: adopt_placed_order and report_infeasible place the same orders */
     mp_rplan least;
@@ -332,8 +335,12 @@ static void forget_runner(plan *p)
     p->have_runner = false;
 }
 
+static void least_orders_free(struct least_orders *l);
+
 static void plan_free(plan *p)
 {
+    least_orders_free(p->least_orders); /* first: its thread reads the graph */
+    p->least_orders = NULL;
     mp_rsched_free(&p->identity);
     mp_rsched_free(&p->order);
     forget_runner(p);
@@ -748,12 +755,12 @@ fail:
 /* Baseline b's order for target t, rid of the recomputations target `within`
  * does not need (mp_rsched_prune) and recounted: 1; 0 when the baseline
  * makes none (greedy, lookahead: no fit); -1 on an error (err). */
-static int pruned_baseline(plan *p, mp_rbaseline b, int64_t t, int64_t within, mp_rsched *s, mp_rcount *c,
-                           int32_t *pruned, mp_err *err)
+static int pruned_baseline(const mp_rgraph *rg, mp_rbaseline b, int64_t t, int64_t within, const atomic_bool *stop,
+                           mp_rsched *s, mp_rcount *c, int32_t *pruned, mp_err *err)
 {
-    if (mp_remat_baseline(&p->rg, b, t, s, err)) return 0;
+    if (mp_remat_baseline(rg, b, t, s, err)) return 0;
     *pruned = 0;
-    if (mp_rsched_prune(&p->rg, s, within, pruned, err) || mp_rsched_count(&p->rg, s, c, err)) {
+    if (mp_rsched_prune_until(rg, s, within, stop, pruned, err) || mp_rsched_count(rg, s, c, err)) {
         mp_rsched_free(s);
         return -1;
     }
@@ -773,7 +780,8 @@ static int rescue_least_baseline(plan *p, bool *fits)
     mp_rsched s;
     mp_rcount c;
     int32_t pruned;
-    if (pruned_baseline(p, p->base_least_of, p->base_least_target, p->target, &s, &c, &pruned, &err) != 1) goto fail;
+    if (pruned_baseline(&p->rg, p->base_least_of, p->base_least_target, p->target, NULL, &s, &c, &pruned, &err) != 1)
+        goto fail;
     if (c.peak_bytes > p->target) {
         mp_rsched_free(&s);
         return 0;
@@ -836,7 +844,7 @@ static int use_cheaper_baseline(plan *p, bool *fits)
         mp_rsched s;
         mp_rcount c;
         int32_t pruned;
-        int made = pruned_baseline(p, (mp_rbaseline)b, p->target, p->target, &s, &c, &pruned, &err);
+        int made = pruned_baseline(&p->rg, (mp_rbaseline)b, p->target, p->target, NULL, &s, &c, &pruned, &err);
         if (made == 0) continue; /* greedy, lookahead: no fit */
         if (made < 0) {
             mp_cli_model_error(p->source, err.msg);
@@ -1417,13 +1425,6 @@ typedef struct fallbacks {
     int nmissed;
 } fallbacks;
 
-/* A fallback's maker besides the baselines: the order at the least target
- * a baseline fits (least_baseline), pruned to the target: rid of more
- * recomputations than the baselines' orders for the target, it can cost
- * less (the LLaMA-like model 0.3 % above its smallest budget: 25.02 % where
- * greedy's order for the budget costs 26.27 %, and the budget below 25.97 %). */
-#define LEAST_PRUNED MP_RBASE_COUNT
-
 /* Maker b's order for target, counted, into x: its live bytes; -1 when the
  * maker cannot make an order that fits the target. */
 static int64_t make_fallback(plan *p, int b, fallback_target t, int64_t target, fallback *x)
@@ -1432,13 +1433,7 @@ static int64_t make_fallback(plan *p, int b, fallback_target t, int64_t target, 
     /* an eighth of the search's work (on the 120-plan sweep the same plans as with the whole work, once the least
      * baseline's orders join: before, greedy's order 0.3 % above the LLaMA-like model's smallest budget fitted by
      * 3.9 kB with the whole work only); the least baseline's get theirs from add_first_orders */
-    *x = (fallback){.from = b, .least = b == LEAST_PRUNED, .target = t, .work = ARENA_WORK / 8};
-    if (x->least) {
-        x->from = p->base_least_of;
-        if (pruned_baseline(p, p->base_least_of, p->base_least_target, target, &x->s, &x->c, &x->pruned, &err) != 1)
-            return -1;
-        return x->c.peak_bytes;
-    }
+    *x = (fallback){.from = b, .target = t, .work = ARENA_WORK / 8};
     if (target <= 0 || mp_remat_baseline(&p->rg, (mp_rbaseline)b, target, &x->s, &err)) return -1;
     if (mp_rsched_count(&p->rg, &x->s, &x->c, &err)) {
         mp_rsched_free(&x->s);
@@ -1482,11 +1477,6 @@ static void *make_first_orders(void *arg)
 {
     first_orders *o = arg;
     plan *p = o->p;
-    if (o->b == LEAST_PRUNED) {
-        o->n += make_fallback(p, o->b, AT_BUDGET, p->usable, &o->x[o->n]) >= 0;
-        o->n += make_fallback(p, o->b, OWN_PEAK, p->base_least, &o->x[o->n]) >= 0;
-        return NULL;
-    }
     int64_t t = p->usable, down = p->usable / CHAIN_STEP;
     for (int k = 0; k < CHAIN_MAX && t > 0; k++, down *= 2) {
         int64_t live = make_fallback(p, o->b, k ? DOWN_CHAIN : AT_BUDGET, t, &o->x[o->n]);
@@ -1499,27 +1489,120 @@ static void *make_first_orders(void *arg)
     return NULL;
 }
 
+/* The fallback's orders besides the baselines': the order at the least
+ * target a baseline fits (least_baseline), pruned to the budget, and within
+ * its own peak: rid of more recomputations than the baselines' orders for
+ * the budget, it can cost less (the LLaMA-like model 0.3 % above its smallest
+ * budget: 25.02 % where greedy's order for the budget costs 26.27 %, and the
+ * budget below 25.97 %). Their pruning is slow (GPT-2 near its smallest
+ * budget: 0.25-0.45 s), and there the re-plans mostly come to them; so
+ * fit_arena starts them on a second thread at the lowest priority, on the
+ * time its placements leave idle (least_orders_start). They read only what
+ * they are given. */
+typedef struct least_orders {
+    const mp_rgraph *rg;
+    mp_rbaseline of;
+    int64_t at, usable, own_peak; /* its least target, the budget, the peak it reaches there */
+    fallback x[2];
+    int n;
+    pthread_t thread;
+    bool started;
+    atomic_bool stop; /* set when they are not needed after all */
+} least_orders;
+
+static void least_order(least_orders *l, fallback_target t, int64_t within)
+{
+    mp_err err = {{0}};
+    fallback *x = &l->x[l->n];
+    *x = (fallback){.from = l->of, .least = true, .target = t};
+    l->n += pruned_baseline(l->rg, l->of, l->at, within, &l->stop, &x->s, &x->c, &x->pruned, &err) == 1;
+}
+
+static void *make_least_orders(void *arg)
+{
+    least_orders *l = arg;
+    least_order(l, AT_BUDGET, l->usable);
+    least_order(l, OWN_PEAK, l->own_peak);
+    return NULL;
+}
+
+static void *make_least_orders_idle(void *arg)
+{
+#ifdef __linux__
+    /* the thread's own niceness (Linux keeps one per thread; the pruner's thread inherits it): a placement on the
+     * critical path keeps its core */
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19); /* not lowered: made all the same */
+#endif
+    return make_least_orders(arg);
+}
+
+/* Their maker, not started: NULL when no least baseline fits the budget
+ * (it is sought when the solver found no plan at some target). */
+static least_orders *least_orders_new(plan *p)
+{
+    if (p->no_plan_at) least_baseline(p);
+    least_orders *l = p->have_base_least && p->base_least <= p->usable ? malloc(sizeof *l) : NULL;
+    if (l) {
+        *l = (least_orders){.rg = &p->rg, .of = p->base_least_of, .at = p->base_least_target, .usable = p->usable,
+                            .own_peak = p->base_least};
+        atomic_init(&l->stop, false);
+    }
+    return l;
+}
+
+/* Starts them on a second thread near the smallest budget (the solver
+ * found no plan at some target), when the machine has two cores. */
+static void least_orders_start(plan *p)
+{
+    if (p->least_orders || !p->no_plan_at || !two_cores() || !(p->least_orders = least_orders_new(p))) return;
+    least_orders *l = p->least_orders;
+    l->started = pthread_create(&l->thread, NULL, make_least_orders_idle, l) == 0;
+}
+
+/* The least orders, made here or their thread joined; the caller frees
+ * them (least_orders_free). NULL when there are none. */
+static least_orders *least_orders_take(plan *p)
+{
+    least_orders *l = p->least_orders ? p->least_orders : least_orders_new(p);
+    p->least_orders = NULL;
+    if (l && l->started) pthread_join(l->thread, NULL);
+    else if (l) make_least_orders(l);
+    return l;
+}
+
+static void least_orders_free(least_orders *l)
+{
+    if (!l) return;
+    if (l->started) {
+        atomic_store(&l->stop, true);
+        pthread_join(l->thread, NULL);
+    }
+    for (int i = 0; i < l->n; i++) mp_rsched_free(&l->x[i].s);
+    free(l);
+}
+
 /* Every maker's first orders, appended maker by maker. They are made apart
  * (lookahead's on a second thread when the machine has two cores: GPT-2's
- * sixteen chain orders 0.35 -> 0.23 s) and appended in one order, so the
- * list is the same either way. The least baseline's are placed with
- * least_work. */
+ * sixteen chain orders 0.35 -> 0.23 s; the least baseline's maybe since the
+ * first arena) and appended in one order, so the list is the same either
+ * way. The least baseline's are placed with least_work. */
 static void add_first_orders(plan *p, fallbacks *fb, int64_t least_work)
 {
-    if (p->no_plan_at) least_baseline(p); /* the solver found no plan at some target: near the smallest budget */
-    bool least = p->have_base_least && p->base_least <= p->usable;
-    first_orders o[LEAST_PRUNED + 1];
-    for (int b = MP_RBASE_ALL; b <= LEAST_PRUNED; b++) o[b] = (first_orders){.p = p, .b = b};
+    first_orders o[MP_RBASE_COUNT];
+    for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) o[b] = (first_orders){.p = p, .b = b};
     pthread_t t;
     bool side = two_cores() && pthread_create(&t, NULL, make_first_orders, &o[MP_RBASE_LOOKAHEAD]) == 0;
-    for (int b = MP_RBASE_ALL; b <= LEAST_PRUNED; b++)
-        if ((b != MP_RBASE_LOOKAHEAD || !side) && (b != LEAST_PRUNED || least)) make_first_orders(&o[b]);
+    for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++)
+        if (b != MP_RBASE_LOOKAHEAD || !side) make_first_orders(&o[b]);
     if (side) pthread_join(t, NULL);
-    for (int b = MP_RBASE_ALL; b <= LEAST_PRUNED; b++)
-        for (int i = 0; i < o[b].n; i++) {
-            if (b == LEAST_PRUNED) o[b].x[i].work = least_work;
-            append_fallback(p, fb, &o[b].x[i]);
-        }
+    for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++)
+        for (int i = 0; i < o[b].n; i++) append_fallback(p, fb, &o[b].x[i]);
+    least_orders *l = least_orders_take(p);
+    for (int i = 0; l && i < l->n; i++) {
+        l->x[i].work = least_work;
+        append_fallback(p, fb, &l->x[i]); /* which owns or frees its order */
+    }
+    free(l);
 }
 
 static void fallbacks_free(fallbacks *fb)
@@ -1709,6 +1792,7 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
                      sizeof cap.data_inputs - 1, sizeof cap.buffers - 1);
         return MP_EXIT_USAGE;
     }
+    least_orders_start(p);
     bool adopted = false;
     for (int round = 0;; round++) {
         if (adopted && !o->out_dir) return MP_EXIT_OK; /* placed by its fixed work when measured: the same again */

@@ -41,6 +41,8 @@
 #ifndef MP_REMAT_H
 #define MP_REMAT_H
 
+#include <stdatomic.h>
+
 #include "ir/ir.h"
 
 /* ---- the graph (remat_graph.c) ---- */
@@ -122,6 +124,10 @@ void mp_rsched_free(mp_rsched *s);
  * within budget and costs no more; *removed (may be NULL) gets the entries
  * removed. Fails on an order that does not run, or on allocation. */
 int mp_rsched_prune(const mp_rgraph *rg, mp_rsched *s, int64_t budget, int32_t *removed, mp_err *err);
+/* The same, ending early once *stop is set by another thread (which no longer needs the result): s is then
+ * pruned in part, still an order of rg within budget. */
+int mp_rsched_prune_until(const mp_rgraph *rg, mp_rsched *s, int64_t budget, const atomic_bool *stop,
+                          int32_t *removed, mp_err *err);
 
 /* ---- the decision space (remat_space.c) ---- */
 

@@ -39,6 +39,7 @@ typedef struct pruner {
     const mp_rsched *s;  /* the order given */
     int64_t peak;        /* its own peak */
     int64_t budget;
+    const atomic_bool *stop; /* NULL, or set when the result is no longer needed */
     int stages;          /* the steps of the limit, from the peak to the budget */
     costly *order;       /* the recomputations, costliest first */
     int32_t ncand;
@@ -49,10 +50,11 @@ typedef struct pruner {
     double kept;         /* the result: the cost of the recomputations kept */
 } pruner;
 
-static bool pruner_init(pruner *p, const mp_rgraph *rg, const mp_rsched *s, int64_t peak, int64_t budget, int stages)
+static bool pruner_init(pruner *p, const mp_rgraph *rg, const mp_rsched *s, int64_t peak, int64_t budget,
+                        const atomic_bool *stop, int stages)
 {
     size_t n = (size_t)(s->n ? s->n : 1);
-    *p = (pruner){.rg = rg, .s = s, .peak = peak, .budget = budget, .stages = stages};
+    *p = (pruner){.rg = rg, .s = s, .peak = peak, .budget = budget, .stop = stop, .stages = stages};
     p->order = malloc(n * sizeof *p->order);
     p->keep = malloc(n);
     p->saved = malloc(n);
@@ -136,7 +138,7 @@ static void *prune_pass(void *arg)
     int64_t work = 0;
     for (int stage = p->peak < p->budget && p->stages > 1 ? 0 : p->stages; stage <= p->stages; stage++) {
         int64_t limit = stage == p->stages ? p->budget : p->peak + (p->budget - p->peak) / p->stages * stage;
-        for (int32_t i = 0; i < p->ncand && work + s->n <= PRUNE_WORK; i++) {
+        for (int32_t i = 0; i < p->ncand && work + s->n <= PRUNE_WORK && !(p->stop && atomic_load(p->stop)); i++) {
             int32_t e = p->order[i].entry;
             if (!p->keep[e] || p->order[i].over > limit) continue; /* gone with another (unread), or still over */
             memcpy(p->saved, p->keep, (size_t)s->n);
@@ -157,6 +159,12 @@ static void *prune_pass(void *arg)
 
 int mp_rsched_prune(const mp_rgraph *rg, mp_rsched *s, int64_t budget, int32_t *removed, mp_err *err)
 {
+    return mp_rsched_prune_until(rg, s, budget, NULL, removed, err);
+}
+
+int mp_rsched_prune_until(const mp_rgraph *rg, mp_rsched *s, int64_t budget, const atomic_bool *stop,
+                          int32_t *removed, mp_err *err)
+{
     if (removed) *removed = 0;
     mp_rcount c;
     if (mp_rsched_count(rg, s, &c, err)) return -1;
@@ -172,8 +180,8 @@ int mp_rsched_prune(const mp_rgraph *rg, mp_rsched *s, int64_t budget, int32_t *
     bool both = c.peak_bytes < budget;
     pruner one, steps = {0};
     int rc = -1;
-    if (!pruner_init(&one, rg, s, c.peak_bytes, budget, 1) ||
-        (both && !pruner_init(&steps, rg, s, c.peak_bytes, budget, PRUNE_STAGES))) {
+    if (!pruner_init(&one, rg, s, c.peak_bytes, budget, stop, 1) ||
+        (both && !pruner_init(&steps, rg, s, c.peak_bytes, budget, stop, PRUNE_STAGES))) {
         mp_fail(err, "prune: out of memory");
         goto done;
     }

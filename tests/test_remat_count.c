@@ -961,6 +961,44 @@ START_TEST(test_prune_unread_chain)
 }
 END_TEST
 
+/* The graph of test_prune_unread_chain at 230: told to stop before it
+ * starts, the pruner removes nothing (both reruns are read) and the order is
+ * the one given; not told, it removes both. */
+START_TEST(test_prune_until_stopped)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t x = tg_value(&rg, 10), a = tg_value(&rg, 100), c = tg_value(&rg, 100), d = tg_value(&rg, 100);
+    int32_t e = tg_value(&rg, 10), g3 = tg_value(&rg, 10), g2 = tg_value(&rg, 10), g1 = tg_value(&rg, 10);
+    rg.keep_to_end[g1] = 1;
+    tg_node(&rg, "f0", 1, true, 1, &x, 1, &a);
+    tg_node(&rg, "f1", 5, true, 1, &a, 1, &c);
+    tg_node(&rg, "f2", 1, true, 1, &c, 1, &d);
+    tg_node(&rg, "f3", 1, true, 1, &d, 1, &e);
+    tg_node(&rg, "b3", 1, false, 2, (int32_t[]){e, d}, 1, &g3);
+    tg_node(&rg, "b2", 1, false, 2, (int32_t[]){g3, c}, 1, &g2);
+    tg_node(&rg, "b1", 1, false, 2, (int32_t[]){g2, x}, 1, &g1);
+    const int32_t given[] = {0, 1, 2, 3, 4, ~0, ~1, 5, 6};
+    mp_err err = {{0}};
+    int32_t removed = -1;
+    atomic_bool stop;
+    atomic_init(&stop, true);
+    mp_rsched s = order_of(9, given);
+    ck_assert(!mp_rsched_prune_until(&rg, &s, 230, &stop, &removed, &err));
+    ck_assert_int_eq(removed, 0);
+    ck_assert_int_eq(s.n, 9);
+    ck_assert_double_eq(count_ok(&rg, &s).recompute_cost, 6);
+    mp_rsched_free(&s);
+    atomic_store(&stop, false);
+    s = order_of(9, given);
+    ck_assert(!mp_rsched_prune_until(&rg, &s, 230, &stop, &removed, &err));
+    ck_assert_int_eq(removed, 2);
+    ck_assert_double_eq(count_ok(&rg, &s).recompute_cost, 0);
+    mp_rsched_free(&s);
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
 /* x(10, resident); fA: A(100), fB: B(50), fC: C(50) = f(x), each rerun
  * (costs 5, 3, 3) for its backward node after a middle m1: M(200) = f(x),
  * m2: N(10) = f(M) that peaks at 220. Keeping A instead of its rerun adds
@@ -1058,6 +1096,7 @@ int main(void)
     tcase_add_test(t, test_prune_block_chain);
     tcase_add_test(t, test_prune_unread_chain);
     tcase_add_test(t, test_prune_small_raises_first);
+    tcase_add_test(t, test_prune_until_stopped);
     tcase_add_test(t, test_prune_random);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
