@@ -760,7 +760,8 @@ static int pruned_baseline(const mp_rgraph *rg, mp_rbaseline b, int64_t t, int64
 {
     if (mp_remat_baseline(rg, b, t, s, err)) return 0;
     *pruned = 0;
-    if (mp_rsched_prune_until(rg, s, within, stop, pruned, err) || mp_rsched_count(rg, s, c, err)) {
+    if (mp_rsched_prune_with(rg, s, within, &(mp_prune_opts){.stop = stop}, pruned, err) ||
+        mp_rsched_count(rg, s, c, err)) {
         mp_rsched_free(s);
         return -1;
     }

@@ -119,15 +119,21 @@ int mp_rsched_write_json(const mp_rgraph *rg, const mp_rsched *s, const char *pa
 void mp_rsched_free(mp_rsched *s);
 
 /* Removes from s (which must fit budget) the recomputations it does not need
- * to fit it, costliest first, each checked by a recount, and with each the
- * recomputations that only fed it (remat_prune.c). s stays an order of rg
- * within budget and costs no more; *removed (may be NULL) gets the entries
- * removed. Fails on an order that does not run, or on allocation. */
+ * to fit it, costliest first, each checked against the peak the order would
+ * have without it, and with each the recomputations that only fed it
+ * (remat_prune.c). s stays an order of rg within budget and costs no more;
+ * *removed (may be NULL) gets the entries removed. Fails on an order that
+ * does not run, or on allocation. */
 int mp_rsched_prune(const mp_rgraph *rg, mp_rsched *s, int64_t budget, int32_t *removed, mp_err *err);
-/* The same, ending early once *stop is set by another thread (which no longer needs the result): s is then
- * pruned in part, still an order of rg within budget. */
-int mp_rsched_prune_until(const mp_rgraph *rg, mp_rsched *s, int64_t budget, const atomic_bool *stop,
-                          int32_t *removed, mp_err *err);
+
+typedef struct mp_prune_opts {
+    const atomic_bool *stop; /* NULL, or set by another thread that no longer needs the result: s is then pruned
+                                in part, still an order of rg within budget */
+    bool recount_each;       /* check each removal by recounting the whole order (mp_rsched_recount), not by the
+                                lifetimes it changes: the same result, slower; the tests' reference */
+} mp_prune_opts;
+int mp_rsched_prune_with(const mp_rgraph *rg, mp_rsched *s, int64_t budget, const mp_prune_opts *o,
+                         int32_t *removed, mp_err *err);
 
 /* ---- the decision space (remat_space.c) ---- */
 

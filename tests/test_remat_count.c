@@ -984,14 +984,14 @@ START_TEST(test_prune_until_stopped)
     atomic_bool stop;
     atomic_init(&stop, true);
     mp_rsched s = order_of(9, given);
-    ck_assert(!mp_rsched_prune_until(&rg, &s, 230, &stop, &removed, &err));
+    ck_assert(!mp_rsched_prune_with(&rg, &s, 230, &(mp_prune_opts){.stop = &stop}, &removed, &err));
     ck_assert_int_eq(removed, 0);
     ck_assert_int_eq(s.n, 9);
     ck_assert_double_eq(count_ok(&rg, &s).recompute_cost, 6);
     mp_rsched_free(&s);
     atomic_store(&stop, false);
     s = order_of(9, given);
-    ck_assert(!mp_rsched_prune_until(&rg, &s, 230, &stop, &removed, &err));
+    ck_assert(!mp_rsched_prune_with(&rg, &s, 230, &(mp_prune_opts){.stop = &stop}, &removed, &err));
     ck_assert_int_eq(removed, 2);
     ck_assert_double_eq(count_ok(&rg, &s).recompute_cost, 0);
     mp_rsched_free(&s);
@@ -1067,6 +1067,116 @@ START_TEST(test_prune_random)
 }
 END_TEST
 
+/* x(10, resident); f0: A(100) = f(x); f1: B(100) = f(A); z: Z(300) = f(x),
+ * read by none; m1: M(100) = f(x); b1: G(10, kept) = f(B, M). The order
+ * f0 f1 z m1 [f1] b1 peaks at z (x, A, Z: 410); it reruns f1 for b1, which
+ * keeps A alive to the rerun. Without the rerun B lives from f1 on, and A
+ * dies after f1, its last reader now, so z counts B for A: 410 still, and
+ * the rerun goes within 410. */
+START_TEST(test_prune_input_dies_sooner)
+{
+    mp_rgraph rg;
+    tg_init(&rg);
+    int32_t x = tg_value(&rg, 10), a = tg_value(&rg, 100), b = tg_value(&rg, 100), z = tg_value(&rg, 300);
+    int32_t m = tg_value(&rg, 100), g = tg_value(&rg, 10);
+    rg.keep_to_end[g] = 1;
+    tg_node(&rg, "f0", 1, true, 1, &x, 1, &a);
+    tg_node(&rg, "f1", 1, true, 1, &a, 1, &b);
+    tg_node(&rg, "z", 1, true, 1, &x, 1, &z);
+    tg_node(&rg, "m1", 1, true, 1, &x, 1, &m);
+    tg_node(&rg, "b1", 1, false, 2, (int32_t[]){b, m}, 1, &g);
+    const int32_t given[] = {0, 1, 2, 3, ~1, 4};
+    mp_err err = {{0}};
+    for (int way = 0; way < 2; way++) { /* by lifetimes, and recounted */
+        mp_rsched s = order_of(6, given);
+        ck_assert_int_eq(count_ok(&rg, &s).peak_bytes, 410);
+        int32_t removed = -1;
+        ck_assert(!mp_rsched_prune_with(&rg, &s, 410, &(mp_prune_opts){.recount_each = way}, &removed, &err));
+        ck_assert_int_eq(removed, 1);
+        mp_rcount c = count_ok(&rg, &s);
+        ck_assert_int_eq(c.peak_bytes, 410);
+        ck_assert_double_eq(c.recompute_cost, 0);
+        mp_rsched_free(&s);
+    }
+    mp_rgraph_free(&rg);
+}
+END_TEST
+
+/* Prunes b's order for budget both ways, by the lifetimes each removal
+ * changes and by recounting the whole order each time, and checks that the
+ * two give the same order. Returns the entries removed; -1 when the
+ * baseline does not fit. */
+static int prune_both_ways(const mp_rgraph *rg, mp_rbaseline b, int64_t budget)
+{
+    mp_err err = {{0}};
+    mp_rsched fast, slow;
+    if (mp_remat_baseline(rg, b, budget, &fast, &err)) return -1;
+    if (count_ok(rg, &fast).peak_bytes > budget) {
+        mp_rsched_free(&fast);
+        return -1;
+    }
+    ck_assert(!mp_remat_baseline(rg, b, budget, &slow, &err));
+    int32_t removed_fast = -1, removed_slow = -2;
+    ck_assert_msg(!mp_rsched_prune_with(rg, &fast, budget, NULL, &removed_fast, &err), "%s", err.msg);
+    ck_assert_msg(!mp_rsched_prune_with(rg, &slow, budget, &(mp_prune_opts){.recount_each = true}, &removed_slow,
+                                        &err), "%s", err.msg);
+    ck_assert_int_eq(removed_fast, removed_slow);
+    ck_assert_int_eq(fast.n, slow.n);
+    ck_assert(!memcmp(fast.node, slow.node, (size_t)fast.n * sizeof *fast.node));
+    ck_assert(!memcmp(fast.recompute, slow.recompute, (size_t)fast.n));
+    mp_rsched_free(&fast);
+    mp_rsched_free(&slow);
+    return removed_fast;
+}
+
+/* The pruner's check by lifetimes against its reference, the recount of the
+ * whole order per trial: the same orders on random training graphs (some
+ * with forward values kept to the end, which a new instance replaces) at
+ * 0.40 .. 1.00 of the store-everything peak, and on Checkmate's graphs. */
+START_TEST(test_prune_lifetimes_match_recount)
+{
+    int orders = 0, pruned = 0;
+    for (uint32_t seed = 1; seed <= 40; seed++) {
+        mp_rgraph rg;
+        random_training(&rg, 10 + (int)(seed * 17 % 110), seed);
+        if (seed % 2) /* forward values kept to the end too */
+            for (int32_t v = 0; v < rg.nvalues; v++) rg.keep_to_end[v] |= rg.producer[v] >= 0 && v % 7 == 3;
+        mp_rcount none = baseline(&rg, MP_RBASE_NONE, 0);
+        for (int f = 40; f <= 100; f += 4)
+            for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) {
+                int removed = prune_both_ways(&rg, (mp_rbaseline)b, none.peak_bytes * f / 100);
+                orders += removed >= 0;
+                pruned += removed > 0;
+            }
+        mp_rgraph_free(&rg);
+    }
+    ck_assert_int_gt(orders, 1000);
+    ck_assert_int_gt(pruned, 400);
+    const char *dir = MEMPLAN_SHARED "/remat-graphs";
+    DIR *d = opendir(dir);
+    if (!d) {
+        printf("test_prune_lifetimes_match_recount: %s is absent, Checkmate's graphs skipped\n", dir);
+        return;
+    }
+    int graphs = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strstr(e->d_name, "_train_nx.json")) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        mp_rgraph rg;
+        mp_err err = {{0}};
+        ck_assert_msg(mp_rgraph_from_json(path, &rg, &err) == 0, "%s: %s", path, err.msg);
+        mp_rcount none = baseline(&rg, MP_RBASE_NONE, 0);
+        for (int f = 5; f <= 9; f++)
+            for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) prune_both_ways(&rg, (mp_rbaseline)b, none.peak_bytes * f / 10);
+        mp_rgraph_free(&rg);
+        graphs++;
+    }
+    closedir(d);
+    ck_assert_int_ge(graphs, 6);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("remat_count");
@@ -1097,6 +1207,8 @@ int main(void)
     tcase_add_test(t, test_prune_unread_chain);
     tcase_add_test(t, test_prune_small_raises_first);
     tcase_add_test(t, test_prune_until_stopped);
+    tcase_add_test(t, test_prune_input_dies_sooner);
+    tcase_add_test(t, test_prune_lifetimes_match_recount);
     tcase_add_test(t, test_prune_random);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
