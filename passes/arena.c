@@ -14,7 +14,8 @@ const char *const mp_arena_method_names[MP_ARENA_METHOD_COUNT] = {"by-size", "by
 
 mp_arena_opts mp_arena_defaults(void)
 {
-    return (mp_arena_opts){.alignment = 16, .time_limit = 5.0, .node_limit = 0, .search_max_buffers = 3000};
+    return (mp_arena_opts){.alignment = 16, .time_limit = 5.0, .node_limit = 0, .search_max_buffers = 3000,
+                           .sweep_max_buffers = 4096};
 }
 
 static double now(void)
@@ -56,6 +57,7 @@ typedef struct inst {
     int32_t *part_at;    /* nparts + 1: part k is by_lower[part_at[k] .. part_at[k+1]) */
     int32_t nparts;
     const atomic_bool *cancel; /* mp_arena_opts.cancel */
+    int32_t sweep_max;         /* mp_arena_opts.sweep_max_buffers */
 } inst;
 
 static bool cancelled(const inst *in) { return in->cancel && atomic_load(in->cancel); }
@@ -359,11 +361,57 @@ static void radix_spans(span *a, span *tmp, int32_t n)
     if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
+typedef struct placed {
+    int64_t off, end, lower, upper;
+} placed;
+
+/* greedy_by_size's placement, by a sweep over every placed buffer, kept in
+ * offset order, instead of collecting and sorting each one's conflicts:
+ * quadratic, but a tight scan (GPT-2's step, 1,600 buffers: the seven passes
+ * of a placement 33-48 -> 11-19 ms). The same gaps in the same order (buffers
+ * at one offset in either order leave the same gap before them). */
+static int greedy_by_size_sweep(const inst *in, const int32_t *order, bool first_fit, int64_t *off)
+{
+    placed *pl = malloc((size_t)(in->n ? in->n : 1) * sizeof *pl);
+    if (!pl) return -1;
+    int32_t np = 0;
+    for (int32_t k = 0; k < in->n; k++) {
+        int32_t i = order[k];
+        off[i] = 0;
+        int64_t need = in->u[i], lo = in->b[i].lower, up = in->b[i].upper;
+        if (!need) continue;
+        int64_t cur = 0, at = -1, gap = INT64_MAX;
+        for (int32_t h = 0; h < np; h++) {
+            if (pl[h].lower >= up || pl[h].upper <= lo) continue; /* no conflict */
+            int64_t room = pl[h].off - cur;
+            if (room >= need && room < gap) {
+                at = cur;
+                gap = room;
+                if (first_fit) break;
+            }
+            cur = max64(cur, pl[h].end);
+        }
+        off[i] = at >= 0 ? at : cur;
+        int32_t a = 0, z = np; /* after the placed ones at offsets <= its own */
+        while (a < z) {
+            int32_t mid = a + (z - a) / 2;
+            if (pl[mid].off <= off[i]) a = mid + 1;
+            else z = mid;
+        }
+        memmove(pl + a + 1, pl + a, (size_t)(np - a) * sizeof *pl);
+        pl[a] = (placed){off[i], off[i] + need, lo, up};
+        np++;
+    }
+    free(pl);
+    return 0;
+}
+
 /* Places buffers in `order`, each in the smallest gap that holds it among the
  * placed buffers it conflicts with (the lowest of equal gaps), on top when none;
  * with first_fit in the lowest gap that holds it. */
 static int greedy_by_size(const inst *in, const int32_t *order, bool first_fit, int64_t *off)
 {
+    if (in->n <= in->sweep_max) return greedy_by_size_sweep(in, order, first_fit, off);
     greedy g = {.in = in, .leaves = 1};
     while (g.leaves < in->n) g.leaves *= 2;
     g.mx = malloc((size_t)(2 * g.leaves) * sizeof *g.mx);
@@ -1058,6 +1106,7 @@ static int assign_all(const mp_arena_buf *bufs, int32_t n, const mp_arena_opts *
     inst in;
     int rc = inst_init(&in, bufs, n, o->alignment, err);
     in.cancel = o->cancel;
+    in.sweep_max = o->sweep_max_buffers;
     int64_t lb_units = 0;
     int32_t *order = NULL;
     int64_t *k1 = NULL, *k2 = NULL, *alt = NULL;

@@ -63,6 +63,9 @@ typedef struct mp_arena_opts {
                                  * is the same on every run: with it (or node_limit) an instance is placed alike
                                  * under any load */
     int32_t search_max_buffers; /* time-disjoint parts with more buffers are not searched (default 3000) */
+    int32_t sweep_max_buffers;  /* the greedy by size sweeps every placed buffer up to this many buffers, else
+                                 * collects each one's conflicts in a tree: the same offsets (default 4096;
+                                 * 0: always the tree, the tests' reference) */
     int64_t target;             /* an arena the caller needs, bytes (0: none): the search tries it first, stops
                                  * once it fits it within 1 % of the bound, and by half of time_limit once it
                                  * fits it at all */

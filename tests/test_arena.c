@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "frontend/infer.h"
 #include "frontend/onnx.h"
@@ -246,6 +247,55 @@ static void random_buffers(mp_arena_buf *b, int n)
         b[i] = (mp_arena_buf){.lower = lo, .upper = lo + 1 + rnd(30), .size = 1 + rnd(100)};
     }
 }
+
+/* The heuristics of b with the greedy by size sweeping the placed buffers
+ * (the default) and collecting each one's conflicts in a tree (the
+ * reference): the same offsets, and each method the same arena. */
+static void sweep_matches_tree(const mp_arena_buf *b, int32_t n, int64_t align)
+{
+    int64_t *off1 = malloc((size_t)n * sizeof *off1), *off2 = malloc((size_t)n * sizeof *off2);
+    ck_assert(off1 && off2);
+    mp_arena_opts o = mp_arena_defaults();
+    o.alignment = align;
+    o.time_limit = 0;
+    mp_arena_result r1, r2;
+    mp_err err = {{0}};
+    ck_assert_msg(mp_arena_assign(b, n, &o, off1, &r1, &err) == 0, "%s", err.msg);
+    o.sweep_max_buffers = 0;
+    ck_assert_msg(mp_arena_assign(b, n, &o, off2, &r2, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(memcmp(off1, off2, (size_t)n * sizeof *off1), 0);
+    for (int k = 0; k < MP_ARENA_METHOD_COUNT; k++) ck_assert_int_eq(r1.method_bytes[k], r2.method_bytes[k]);
+    ck_assert_int_eq(r1.method, r2.method);
+    free(off1);
+    free(off2);
+}
+
+START_TEST(test_greedy_sweep_matches_tree)
+{
+    enum { NB = 700 };
+    static mp_arena_buf b[4096];
+    for (int t = 0; t < 40; t++) { /* sizes from a few values at times, so that offsets tie */
+        int32_t n = 20 + (int32_t)rnd(NB - 20);
+        int64_t span = 30 + rnd(500), sizes = t % 3 ? 1 + rnd(1000) : 4;
+        for (int32_t i = 0; i < n; i++) {
+            int64_t lo = rnd(span);
+            b[i] = (mp_arena_buf){.lower = lo, .upper = lo + 1 + rnd(span / 3 + 1), .size = 1 + rnd(sizes) * 16};
+        }
+        sweep_matches_tree(b, n, t % 2 ? 1 : 16);
+    }
+    const char *dir = MEMPLAN_SHARED "/alloc-benchmarks/minimalloc/challenging";
+    static const char *const names[] = {"A.1048576.csv", "D.1048576.csv", "J.1048576.csv"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        if (access(path, R_OK)) {
+            printf("test_greedy_sweep_matches_tree: %s is absent, skipped\n", path);
+            continue;
+        }
+        sweep_matches_tree(b, read_csv(path, b, 4096), 1);
+    }
+}
+END_TEST
 
 /* With a work limit (or a node limit) the search is the same under any load:
  * two runs place every buffer alike and search the same nodes. */
@@ -621,6 +671,7 @@ int main(void)
     tcase_add_test(tc, test_omnimalloc_small);
     tcase_add_test(tc, test_random_instances);
     tcase_add_test(tc, test_search_matches_brute_force);
+    tcase_add_test(tc, test_greedy_sweep_matches_tree);
     tcase_add_test(tc, test_node_limit_reproducible);
     tcase_add_test(tc, test_target_met_halves_limit);
     tcase_add_test(tc, test_target_only_stops_at_miss);
