@@ -26,6 +26,7 @@ static double now(void)
 }
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* upper - lower, saturated */
 static int64_t life(const mp_arena_buf *b)
@@ -870,13 +871,20 @@ static void search_place(search *s, int32_t b, int64_t at)
         s->total[x] -= s->sz[b];
         if (x + 1 < s->shi[b]) s->cuts[x]--;
     }
-    /* a section's floor is no lower than the lowest offset left to its unplaced buffers */
+    /* a section's floor is no lower than the lowest offset left to its unplaced buffers; the scan stops after
+     * the first at or below the floor (no raise). Four at a time, their least checked once: the hot loop of
+     * the search */
+    const int32_t *sm = s->sm;
+    const int64_t *minoff = s->minoff;
     for (int32_t j = 0; j < na; j++) {
-        int32_t x = s->affected[j];
-        int64_t lo = INT64_MAX;
-        int32_t q = s->sm_at[x];
-        for (; q < s->sm_at[x] + s->nun[x] && lo > s->floor_[x]; q++) /* stop: no raise */
-            if (s->minoff[s->sm[q]] < lo) lo = s->minoff[s->sm[q]];
+        int32_t x = s->affected[j], q = s->sm_at[x], end = q + s->nun[x];
+        int64_t lo = INT64_MAX, floor = s->floor_[x];
+        for (; q + 4 <= end; q += 4) {
+            int64_t m = min64(min64(minoff[sm[q]], minoff[sm[q + 1]]), min64(minoff[sm[q + 2]], minoff[sm[q + 3]]));
+            if (m <= floor) break; /* the stop is in these four */
+            lo = min64(lo, m);
+        }
+        for (; q < end && lo > floor; q++) lo = min64(lo, minoff[sm[q]]);
         s->work += q - s->sm_at[x] + 1;
         if (lo != INT64_MAX && s->floor_[x] < lo) {
             push_undo(&s->ufloor, x, s->floor_[x]);
