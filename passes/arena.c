@@ -605,6 +605,9 @@ typedef struct search {
     int64_t *sec_total;      /* nsec: units of all its buffers */
     int64_t *minoff;         /* m: lowest offset left to an unplaced buffer (top of its placed conflicts) */
     int64_t *off;            /* m: -1 while unplaced */
+    int32_t *unplaced, nunplaced; /* m: the unplaced buffers first (a placement swaps its buffer past them;
+                                   * undone in LIFO order, counting it back restores the set) */
+    int32_t *unplaced_at;    /* m: where each buffer is in unplaced */
     int64_t *sol;            /* m: the solution found */
     int32_t *cuts;           /* nsec: unplaced buffers live in both section x and x + 1 */
     int32_t *stamp, stampc;  /* nsec: dedup of affected sections */
@@ -639,6 +642,8 @@ static void search_free(search *s)
     free(s->sec_total);
     free(s->minoff);
     free(s->off);
+    free(s->unplaced);
+    free(s->unplaced_at);
     free(s->sol);
     free(s->stamp);
     free(s->seen);
@@ -657,7 +662,7 @@ static int search_init(search *s, const inst *in, int32_t k)
     memset(s, 0, sizeof *s);
     int32_t m = 0;
     for (int32_t q = in->part_at[k]; q < in->part_at[k + 1]; q++) m += in->u[in->by_lower[q]] > 0;
-    s->m = m;
+    s->m = s->nunplaced = m;
     size_t mm = (size_t)(m ? m : 1);
     s->id = malloc(mm * sizeof *s->id);
     s->sz = malloc(mm * sizeof *s->sz);
@@ -666,13 +671,15 @@ static int search_init(search *s, const inst *in, int32_t k)
     s->shi = malloc(mm * sizeof *s->shi);
     s->minoff = calloc(mm, sizeof *s->minoff);
     s->off = malloc(mm * sizeof *s->off);
+    s->unplaced = malloc(mm * sizeof *s->unplaced);
+    s->unplaced_at = malloc(mm * sizeof *s->unplaced_at);
     s->sol = malloc(mm * sizeof *s->sol);
     s->ov_at = calloc(mm + 1, sizeof *s->ov_at);
     s->pool = malloc(mm * (mm + 1) / 2 * sizeof *s->pool);
     s->scratch = malloc(mm * sizeof *s->scratch);
     int64_t *t = malloc(2 * mm * sizeof *t);
-    if (!s->id || !s->sz || !s->pre || !s->slo || !s->shi || !s->minoff || !s->off || !s->sol || !s->ov_at ||
-        !s->pool || !s->scratch || !t) {
+    if (!s->id || !s->sz || !s->pre || !s->slo || !s->shi || !s->minoff || !s->off || !s->unplaced ||
+        !s->unplaced_at || !s->sol || !s->ov_at || !s->pool || !s->scratch || !t) {
         free(t);
         return -1;
     }
@@ -683,6 +690,7 @@ static int search_init(search *s, const inst *in, int32_t k)
         s->id[m] = i;
         s->sz[m] = in->u[i];
         s->off[m] = -1;
+        s->unplaced[m] = s->unplaced_at[m] = m;
         t[2 * m] = in->b[i].lower;
         t[2 * m + 1] = in->b[i].upper;
         m++;
@@ -792,8 +800,15 @@ static void search_preorder(search *s, const inst *in, const char *h)
  * above its floor, and above the offset just used (placements never go lower). */
 static bool search_fits(const search *s, int32_t lo, int32_t hi, int64_t at)
 {
-    for (int32_t c = lo; c < hi; c++)
-        if (max64(s->floor_[c], at) + s->total[c] > s->cap) return false;
+    const int64_t *fl = s->floor_, *total = s->total;
+    int32_t c = lo;
+    for (; c + 8 <= hi; c += 8) { /* eight sections a branch: most nodes pass */
+        bool over = false;
+        for (int32_t k = c; k < c + 8; k++) over |= max64(fl[k], at) + total[k] > s->cap;
+        if (over) return false;
+    }
+    for (; c < hi; c++)
+        if (max64(fl[c], at) + total[c] > s->cap) return false;
     return true;
 }
 
@@ -844,6 +859,11 @@ static void search_place(search *s, int32_t b, int64_t at)
 {
     int64_t top = at + s->sz[b], spans = 0;
     s->off[b] = at;
+    int32_t last = s->unplaced[--s->nunplaced], at_b = s->unplaced_at[b]; /* b swapped past the unplaced */
+    s->unplaced[at_b] = last;
+    s->unplaced_at[last] = at_b;
+    s->unplaced[s->nunplaced] = b;
+    s->unplaced_at[b] = s->nunplaced;
     s->stampc++;
     int32_t nr = 0;
     cand *raised = s->scratch; /* free here: search_dfs has copied its candidates out */
@@ -909,6 +929,7 @@ static void search_unplace(search *s, int32_t b, size_t mark_min, size_t mark_fl
         if (x + 1 < s->shi[b]) s->cuts[x]++;
     }
     s->off[b] = -1;
+    s->nunplaced++; /* b sits just past the unplaced: every later placement is undone */
 }
 
 static int search_split(search *s, int32_t lo, int32_t hi, int32_t depth, int64_t last_off, int32_t last_pre);
@@ -924,12 +945,14 @@ static int search_dfs(search *s, int32_t lo, int32_t hi, int32_t depth, int64_t 
     cand *c = s->scratch;
     int32_t nc = 0;
     int64_t min_top = INT64_MAX;
-    s->work += s->m;
-    for (int32_t b = 0; b < s->m; b++)
-        if (s->off[b] < 0 && s->slo[b] >= lo && s->shi[b] <= hi) {
+    s->work += s->m; /* counted as a visit of every buffer, however few are left */
+    for (int32_t k = 0; k < s->nunplaced; k++) {
+        int32_t b = s->unplaced[k];
+        if (s->slo[b] >= lo && s->shi[b] <= hi) {
             c[nc++] = (cand){s->minoff[b], s->pre[b], b};
             min_top = s->minoff[b] + s->sz[b] < min_top ? s->minoff[b] + s->sz[b] : min_top;
         }
+    }
     if (!nc) { /* every placed buffer: the groups solved before this one have written theirs */
         for (int32_t b = 0; b < s->m; b++)
             if (s->off[b] >= 0) s->sol[b] = s->off[b];
