@@ -209,7 +209,7 @@ typedef struct fallback {
     mp_rsched s;
     mp_rcount c;
     int from;         /* the baseline */
-    bool least;       /* the order of the baseline at its least target, pruned (LEAST_PRUNED) */
+    bool least;       /* the order of the baseline at its least target, pruned (least_orders) */
     int32_t pruned;   /* entries mp_rsched_prune removed */
     fallback_target target;
     int64_t work;     /* its placement's search work */
@@ -1625,7 +1625,7 @@ static void fallbacks_free(fallbacks *fb)
  * fragments by its own amount: the GRU's by 1-2.4 %, so 0.3 % above its
  * smallest budget greedy's order at its least target, 226 %, was given until
  * a rung's, 96.8 %); near the smallest budget, the least baseline's two
- * (LEAST_PRUNED). At most `pairs` pairs are placed. True when one was
+ * (least_orders). At most `pairs` pairs are placed. True when one was
  * taken. */
 static bool adopt_baseline_order(plan *p, const mp_cli_opts *o, double ceiling, int pairs)
 {
