@@ -551,8 +551,9 @@ static bool cand_less(cand a, cand b) { return a.off < b.off || (a.off == b.off 
 
 /* Sorts candidates by (offset, preorder rank): a quicksort with the
  * comparison inlined, insertion below 16. The search sorts at every node
- * (glibc's qsort took a tenth of GPT-2's planning); the ranks are distinct,
- * so the order is the one any sort gives. */
+ * (glibc's qsort took a tenth of GPT-2's planning). Its candidates' ranks
+ * are distinct, so their order is the one any sort gives (raised_sections'
+ * ties in offset may come in any order: the set it finds is the same). */
 static void sort_cands(cand *a, int32_t n)
 {
     while (n > 16) {
@@ -898,13 +899,13 @@ static void search_place(search *s, int32_t b, int64_t at)
     const int64_t *minoff = s->minoff;
     for (int32_t j = 0; j < na; j++) {
         int32_t x = s->affected[j], q = s->sm_at[x], end = q + s->nun[x];
-        int64_t lo = INT64_MAX, floor = s->floor_[x];
+        int64_t lo = INT64_MAX, bottom = s->floor_[x];
         for (; q + 4 <= end; q += 4) {
             int64_t m = min64(min64(minoff[sm[q]], minoff[sm[q + 1]]), min64(minoff[sm[q + 2]], minoff[sm[q + 3]]));
-            if (m <= floor) break; /* the stop is in these four */
+            if (m <= bottom) break; /* the stop is in these four */
             lo = min64(lo, m);
         }
-        for (; q < end && lo > floor; q++) lo = min64(lo, minoff[sm[q]]);
+        for (; q < end && lo > bottom; q++) lo = min64(lo, minoff[sm[q]]);
         s->work += q - s->sm_at[x] + 1;
         if (lo != INT64_MAX && s->floor_[x] < lo) {
             push_undo(&s->ufloor, x, s->floor_[x]);
