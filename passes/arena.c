@@ -305,38 +305,48 @@ static void tree_collect(greedy *g, const int64_t *off, int32_t x, int32_t xlo, 
     tree_collect(g, off, 2 * x + 1, mid, xhi, p, lo);
 }
 
-/* Sorts spans by offset (quicksort, insertion below 16): the hot loop of the greedy. */
-static void sort_spans(span *a, int32_t n)
-{
-    while (n > 16) {
-        int64_t p = a[n / 2].off;
-        int32_t i = 0, j = n - 1;
-        while (i <= j) {
-            while (a[i].off < p) i++;
-            while (a[j].off > p) j--;
-            if (i <= j) {
-                span t = a[i];
-                a[i++] = a[j];
-                a[j--] = t;
-            }
-        }
-        /* recurse into the smaller side, loop on the larger */
-        if (j + 1 < n - i) {
-            sort_spans(a, j + 1);
-            a += i;
-            n -= i;
-        } else {
-            sort_spans(a + i, n - i);
-            n = j + 1;
-        }
+/* static void NAME(T *a, int32_t n): sorts a by LESS(x, y) (on values), a
+ * quicksort with the comparison inlined (the median of three its pivot,
+ * insertion below 16), for the hot loops: glibc's qsort, a call per
+ * comparison, took a tenth of GPT-2's planning. */
+#define DEFINE_SORT(NAME, T, LESS)                                                                            \
+    static void NAME(T *a, int32_t n)                                                                         \
+    {                                                                                                         \
+        while (n > 16) {                                                                                      \
+            T x = a[0], y = a[n / 2], z = a[n - 1], p;                                                        \
+            if (LESS(y, x)) p = x, x = y, y = p;                                                              \
+            if (LESS(z, y)) y = z;                                                                            \
+            p = LESS(y, x) ? x : y;                                                                           \
+            int32_t i = 0, j = n - 1;                                                                         \
+            while (i <= j) {                                                                                  \
+                while (LESS(a[i], p)) i++;                                                                    \
+                while (LESS(p, a[j])) j--;                                                                    \
+                if (i <= j) {                                                                                 \
+                    T t = a[i];                                                                               \
+                    a[i++] = a[j];                                                                            \
+                    a[j--] = t;                                                                               \
+                }                                                                                             \
+            }                                                                                                 \
+            if (j + 1 < n - i) { /* recurse into the smaller side, loop on the larger */                      \
+                NAME(a, j + 1);                                                                               \
+                a += i;                                                                                       \
+                n -= i;                                                                                       \
+            } else {                                                                                          \
+                NAME(a + i, n - i);                                                                           \
+                n = j + 1;                                                                                    \
+            }                                                                                                 \
+        }                                                                                                     \
+        for (int32_t i = 1; i < n; i++) {                                                                     \
+            T t = a[i];                                                                                       \
+            int32_t j = i;                                                                                    \
+            for (; j > 0 && LESS(t, a[j - 1]); j--) a[j] = a[j - 1];                                          \
+            a[j] = t;                                                                                         \
+        }                                                                                                     \
     }
-    for (int32_t i = 1; i < n; i++) {
-        span t = a[i];
-        int32_t j = i;
-        for (; j > 0 && a[j - 1].off > t.off; j--) a[j] = a[j - 1];
-        a[j] = t;
-    }
-}
+
+/* Spans by offset, the greedy's conflicts: equal offsets in either order leave the same gaps. */
+static bool span_less(span a, span b) { return a.off < b.off; }
+DEFINE_SORT(sort_spans, span, span_less)
 
 /* Sorts n spans by offset into a (tmp: n scratch spans): LSD radix by bytes
  * of the offset for long runs (the conflicts of one buffer can be thousands),
@@ -547,46 +557,12 @@ typedef struct cand {
     int32_t pre, b;
 } cand;
 
+/* Candidates by (offset, preorder rank), at every node of the search: the
+ * ranks are distinct, so their order is the one any sort gives
+ * (raised_sections' ties in offset may come in any order: the set it finds
+ * is the same). */
 static bool cand_less(cand a, cand b) { return a.off < b.off || (a.off == b.off && a.pre < b.pre); }
-
-/* Sorts candidates by (offset, preorder rank): a quicksort with the
- * comparison inlined, insertion below 16. The search sorts at every node
- * (glibc's qsort took a tenth of GPT-2's planning). Its candidates' ranks
- * are distinct, so their order is the one any sort gives (raised_sections'
- * ties in offset may come in any order: the set it finds is the same). */
-static void sort_cands(cand *a, int32_t n)
-{
-    while (n > 16) {
-        cand x = a[0], y = a[n / 2], z = a[n - 1], p; /* the median of three */
-        if (cand_less(y, x)) p = x, x = y, y = p;
-        if (cand_less(z, y)) y = z;
-        p = cand_less(y, x) ? x : y;
-        int32_t i = 0, j = n - 1;
-        while (i <= j) {
-            while (cand_less(a[i], p)) i++;
-            while (cand_less(p, a[j])) j--;
-            if (i <= j) {
-                cand t = a[i];
-                a[i++] = a[j];
-                a[j--] = t;
-            }
-        }
-        if (j + 1 < n - i) { /* recurse into the smaller side, loop on the larger */
-            sort_cands(a, j + 1);
-            a += i;
-            n -= i;
-        } else {
-            sort_cands(a + i, n - i);
-            n = j + 1;
-        }
-    }
-    for (int32_t i = 1; i < n; i++) {
-        cand t = a[i];
-        int32_t j = i;
-        for (; j > 0 && cand_less(t, a[j - 1]); j--) a[j] = a[j - 1];
-        a[j] = t;
-    }
-}
+DEFINE_SORT(sort_cands, cand, cand_less)
 
 /* One part's search state; buffers are local indices 0..m-1, sections the
  * elementary intervals between the part's distinct lifetime ends (every

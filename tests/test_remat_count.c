@@ -916,26 +916,31 @@ END_TEST
 
 /* x(10, resident); f0: a(100) = f(x); f1: c(100) = f(a); f2: d(100) = f(c);
  * f3: e(10) = f(d); b3: g3(10) = f(e, d); b2: g2(10) = f(g3, c); b1: g1
- * (kept) = f(g2, x). The order f0 f1 f2 f3 b3 [f0 f1] b2 b1 brings c back for
- * b2 (peak 220, at c's rerun); a's rerun only feeds c's. Keeping c instead
- * peaks at 230 (b3: x, c, d, e, g3), so at 230 c's rerun goes, and a's with
- * it, unread; at 220 neither can (keeping a instead peaks at 310, f2). */
+ * (kept) = f(g2, x), and the order f0 f1 f2 f3 b3 [f0 f1] b2 b1. */
+static mp_rsched unread_chain(mp_rgraph *rg)
+{
+    tg_init(rg);
+    int32_t x = tg_value(rg, 10), a = tg_value(rg, 100), c = tg_value(rg, 100), d = tg_value(rg, 100);
+    int32_t e = tg_value(rg, 10), g3 = tg_value(rg, 10), g2 = tg_value(rg, 10), g1 = tg_value(rg, 10);
+    rg->keep_to_end[g1] = 1;
+    tg_node(rg, "f0", 1, true, 1, &x, 1, &a);
+    tg_node(rg, "f1", 5, true, 1, &a, 1, &c);
+    tg_node(rg, "f2", 1, true, 1, &c, 1, &d);
+    tg_node(rg, "f3", 1, true, 1, &d, 1, &e);
+    tg_node(rg, "b3", 1, false, 2, (int32_t[]){e, d}, 1, &g3);
+    tg_node(rg, "b2", 1, false, 2, (int32_t[]){g3, c}, 1, &g2);
+    tg_node(rg, "b1", 1, false, 2, (int32_t[]){g2, x}, 1, &g1);
+    return order_of(9, (const int32_t[]){0, 1, 2, 3, 4, ~0, ~1, 5, 6});
+}
+
+/* unread_chain's order brings c back for b2 (peak 220, at c's rerun); a's
+ * rerun only feeds c's. Keeping c instead peaks at 230 (b3: x, c, d, e, g3),
+ * so at 230 c's rerun goes, and a's with it, unread; at 220 neither can
+ * (keeping a instead peaks at 310, f2). */
 START_TEST(test_prune_unread_chain)
 {
     mp_rgraph rg;
-    tg_init(&rg);
-    int32_t x = tg_value(&rg, 10), a = tg_value(&rg, 100), c = tg_value(&rg, 100), d = tg_value(&rg, 100);
-    int32_t e = tg_value(&rg, 10), g3 = tg_value(&rg, 10), g2 = tg_value(&rg, 10), g1 = tg_value(&rg, 10);
-    rg.keep_to_end[g1] = 1;
-    tg_node(&rg, "f0", 1, true, 1, &x, 1, &a);
-    tg_node(&rg, "f1", 5, true, 1, &a, 1, &c);
-    tg_node(&rg, "f2", 1, true, 1, &c, 1, &d);
-    tg_node(&rg, "f3", 1, true, 1, &d, 1, &e);
-    tg_node(&rg, "b3", 1, false, 2, (int32_t[]){e, d}, 1, &g3);
-    tg_node(&rg, "b2", 1, false, 2, (int32_t[]){g3, c}, 1, &g2);
-    tg_node(&rg, "b1", 1, false, 2, (int32_t[]){g2, x}, 1, &g1);
-    const int32_t given[] = {0, 1, 2, 3, 4, ~0, ~1, 5, 6};
-    mp_rsched s = order_of(9, given);
+    mp_rsched s = unread_chain(&rg);
     mp_rcount c0 = count_ok(&rg, &s);
     ck_assert_int_eq(c0.peak_bytes, 220);
     ck_assert_double_eq(c0.recompute_cost, 6);
@@ -952,7 +957,8 @@ START_TEST(test_prune_unread_chain)
     ck_assert_double_eq(c1.recompute_cost, 0);
     mp_rsched_free(&s);
     /* an order above the budget is left as it is */
-    s = order_of(9, given);
+    mp_rgraph_free(&rg);
+    s = unread_chain(&rg);
     ck_assert(!mp_rsched_prune(&rg, &s, 200, &removed, &err));
     ck_assert_int_eq(removed, 0);
     ck_assert_int_eq(s.n, 9);
@@ -961,36 +967,25 @@ START_TEST(test_prune_unread_chain)
 }
 END_TEST
 
-/* The graph of test_prune_unread_chain at 230: told to stop before it
- * starts, the pruner removes nothing (both reruns are read) and the order is
- * the one given; not told, it removes both. */
+/* unread_chain at 230: told to stop before it starts, the pruner removes
+ * nothing (both reruns are read) and the order is the one given; not told,
+ * it removes both. */
 START_TEST(test_prune_until_stopped)
 {
     mp_rgraph rg;
-    tg_init(&rg);
-    int32_t x = tg_value(&rg, 10), a = tg_value(&rg, 100), c = tg_value(&rg, 100), d = tg_value(&rg, 100);
-    int32_t e = tg_value(&rg, 10), g3 = tg_value(&rg, 10), g2 = tg_value(&rg, 10), g1 = tg_value(&rg, 10);
-    rg.keep_to_end[g1] = 1;
-    tg_node(&rg, "f0", 1, true, 1, &x, 1, &a);
-    tg_node(&rg, "f1", 5, true, 1, &a, 1, &c);
-    tg_node(&rg, "f2", 1, true, 1, &c, 1, &d);
-    tg_node(&rg, "f3", 1, true, 1, &d, 1, &e);
-    tg_node(&rg, "b3", 1, false, 2, (int32_t[]){e, d}, 1, &g3);
-    tg_node(&rg, "b2", 1, false, 2, (int32_t[]){g3, c}, 1, &g2);
-    tg_node(&rg, "b1", 1, false, 2, (int32_t[]){g2, x}, 1, &g1);
-    const int32_t given[] = {0, 1, 2, 3, 4, ~0, ~1, 5, 6};
     mp_err err = {{0}};
     int32_t removed = -1;
     atomic_bool stop;
     atomic_init(&stop, true);
-    mp_rsched s = order_of(9, given);
+    mp_rsched s = unread_chain(&rg);
     ck_assert(!mp_rsched_prune_with(&rg, &s, 230, &(mp_prune_opts){.stop = &stop}, &removed, &err));
     ck_assert_int_eq(removed, 0);
     ck_assert_int_eq(s.n, 9);
     ck_assert_double_eq(count_ok(&rg, &s).recompute_cost, 6);
     mp_rsched_free(&s);
     atomic_store(&stop, false);
-    s = order_of(9, given);
+    mp_rgraph_free(&rg);
+    s = unread_chain(&rg);
     ck_assert(!mp_rsched_prune_with(&rg, &s, 230, &(mp_prune_opts){.stop = &stop}, &removed, &err));
     ck_assert_int_eq(removed, 2);
     ck_assert_double_eq(count_ok(&rg, &s).recompute_cost, 0);
