@@ -811,14 +811,15 @@ START_TEST(test_baselines_odd_graphs)
 }
 END_TEST
 
-/* The Checkmate training graphs: every baseline's order counts, and greedy
- * and lookahead either fit 0.9 of the store-everything peak or say why not. */
-START_TEST(test_baselines_checkmate)
+/* Calls each on every Checkmate training graph of ../shared/remat-graphs and
+ * checks there were six at least; says so and does nothing when the folder
+ * is absent. */
+static void for_checkmate_graphs(const char *test, void (*each)(const mp_rgraph *rg, const char *name))
 {
     const char *dir = MEMPLAN_SHARED "/remat-graphs";
     DIR *d = opendir(dir);
     if (!d) {
-        printf("test_baselines_checkmate: %s is absent, skipped\n", dir);
+        printf("%s: %s is absent, Checkmate's graphs skipped\n", test, dir);
         return;
     }
     int graphs = 0;
@@ -829,25 +830,38 @@ START_TEST(test_baselines_checkmate)
         mp_rgraph rg;
         mp_err err = {{0}};
         ck_assert_msg(mp_rgraph_from_json(path, &rg, &err) == 0, "%s: %s", path, err.msg);
-        mp_rcount none = baseline(&rg, MP_RBASE_NONE, 0), sq = baseline(&rg, MP_RBASE_SQRT, 0);
-        mp_rcount all = baseline(&rg, MP_RBASE_ALL, 0);
-        ck_assert_msg(sq.peak_bytes <= none.peak_bytes && all.peak_bytes <= none.peak_bytes, "%s", e->d_name);
-        ck_assert_double_ge(sq.recompute_cost, all.recompute_cost); /* sqrt keeps a subset of all's checkpoints */
-        int64_t budget = none.peak_bytes / 10 * 9;
-        for (int b = MP_RBASE_GREEDY; b <= MP_RBASE_LOOKAHEAD; b++) {
-            mp_rsched s;
-            if (mp_remat_baseline(&rg, b, budget, &s, &err) == 0) {
-                ck_assert_int_le(count_ok(&rg, &s).peak_bytes, budget);
-                mp_rsched_free(&s);
-            } else {
-                ck_assert_msg(strstr(err.msg, ": a budget of"), "%s: %s", e->d_name, err.msg);
-            }
-        }
+        each(&rg, e->d_name);
         mp_rgraph_free(&rg);
         graphs++;
     }
     closedir(d);
     ck_assert_int_ge(graphs, 6);
+}
+
+/* Every baseline's order counts, and greedy and lookahead either fit 0.9 of
+ * the store-everything peak or say why not. */
+static void check_baselines(const mp_rgraph *rg, const char *name)
+{
+    mp_err err = {{0}};
+    mp_rcount none = baseline(rg, MP_RBASE_NONE, 0), sq = baseline(rg, MP_RBASE_SQRT, 0);
+    mp_rcount all = baseline(rg, MP_RBASE_ALL, 0);
+    ck_assert_msg(sq.peak_bytes <= none.peak_bytes && all.peak_bytes <= none.peak_bytes, "%s", name);
+    ck_assert_double_ge(sq.recompute_cost, all.recompute_cost); /* sqrt keeps a subset of all's checkpoints */
+    int64_t budget = none.peak_bytes / 10 * 9;
+    for (int b = MP_RBASE_GREEDY; b <= MP_RBASE_LOOKAHEAD; b++) {
+        mp_rsched s;
+        if (mp_remat_baseline(rg, b, budget, &s, &err) == 0) {
+            ck_assert_int_le(count_ok(rg, &s).peak_bytes, budget);
+            mp_rsched_free(&s);
+        } else {
+            ck_assert_msg(strstr(err.msg, ": a budget of"), "%s: %s", name, err.msg);
+        }
+    }
+}
+
+START_TEST(test_baselines_checkmate)
+{
+    for_checkmate_graphs("test_baselines_checkmate", check_baselines);
 }
 END_TEST
 
@@ -1124,6 +1138,15 @@ static int prune_both_ways(const mp_rgraph *rg, mp_rbaseline b, int64_t budget)
     return removed_fast;
 }
 
+/* prune_both_ways on a Checkmate graph at 0.5 .. 0.9 of its peak. */
+static void prune_both_ways_checkmate(const mp_rgraph *rg, const char *name)
+{
+    (void)name;
+    mp_rcount none = baseline(rg, MP_RBASE_NONE, 0);
+    for (int f = 5; f <= 9; f++)
+        for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) prune_both_ways(rg, (mp_rbaseline)b, none.peak_bytes * f / 10);
+}
+
 /* The pruner's check by lifetimes against its reference, the recount of the
  * whole order per trial: the same orders on random training graphs (some
  * with forward values kept to the end, which a new instance replaces) at
@@ -1147,28 +1170,7 @@ START_TEST(test_prune_lifetimes_match_recount)
     }
     ck_assert_int_gt(orders, 1000);
     ck_assert_int_gt(pruned, 400);
-    const char *dir = MEMPLAN_SHARED "/remat-graphs";
-    DIR *d = opendir(dir);
-    if (!d) {
-        printf("test_prune_lifetimes_match_recount: %s is absent, Checkmate's graphs skipped\n", dir);
-        return;
-    }
-    int graphs = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!strstr(e->d_name, "_train_nx.json")) continue;
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        mp_rgraph rg;
-        mp_err err = {{0}};
-        ck_assert_msg(mp_rgraph_from_json(path, &rg, &err) == 0, "%s: %s", path, err.msg);
-        mp_rcount none = baseline(&rg, MP_RBASE_NONE, 0);
-        for (int f = 5; f <= 9; f++)
-            for (int b = MP_RBASE_ALL; b < MP_RBASE_COUNT; b++) prune_both_ways(&rg, (mp_rbaseline)b, none.peak_bytes * f / 10);
-        mp_rgraph_free(&rg);
-        graphs++;
-    }
-    closedir(d);
-    ck_assert_int_ge(graphs, 6);
+    for_checkmate_graphs("test_prune_lifetimes_match_recount", prune_both_ways_checkmate);
 }
 END_TEST
 
