@@ -44,11 +44,6 @@ enum { STRATEGY_ILP = 0 }; /* then the baselines, in mp_rbaseline order */
 
 static double mib(int64_t b) { return b / (1024.0 * 1024.0); }
 
-/* Work beside the planning (the solver's plans placed, the fallbacks' next,
- * their orders, the bounds) runs on a second thread only where a second core
- * runs it: on one core the thread would take the solver's time. */
-static bool two_cores(void) { return sysconf(_SC_NPROCESSORS_ONLN) >= 2; }
-
 /* ---- the budget grammar ----------------------------------------------------------- */
 
 static const struct {
@@ -277,7 +272,6 @@ typedef struct plan {
     mp_rbaseline base_least_of; /* that baseline, */
     int64_t base_least_target;  /* at that target */
     struct least_orders *least_orders; /* its orders for the fallback, made beside the arena (least_orders_start) */
-    struct floor_job *floor_job; /* the space's LP bound, solved beside the arena (floor_start) */
     int8_t cand_placed[3];      /* candidate_order k placed with no target (1; -1 failed; 0 not yet), */
     mp_plan_info cand_info[3];  /* its arena: adopt_placed_order and report_infeasible place the same orders */
     mp_rplan least;
@@ -342,13 +336,11 @@ static void forget_runner(plan *p)
 }
 
 static void least_orders_free(struct least_orders *l);
-static bool floor_take(plan *p);
 
 static void plan_free(plan *p)
 {
-    least_orders_free(p->least_orders); /* first: their threads read the graph and the space */
+    least_orders_free(p->least_orders); /* first: its thread reads the graph */
     p->least_orders = NULL;
-    floor_take(p);
     mp_rsched_free(&p->identity);
     mp_rsched_free(&p->order);
     forget_runner(p);
@@ -396,65 +388,6 @@ static int least_peak(plan *p, mp_err *err)
     return 0;
 }
 
-/* The options of the space's LP bound: the LP takes 0.05-0.65 s on the
- * models measured; where it does not finish (the unrolled RNNs, MaxViT) the
- * least-peak search runs anyway, 0.7 s later. */
-static mp_rsolve_opts floor_opts(const plan *p)
-{
-    mp_rsolve_opts so = solve_opts(p, NULL);
-    so.progress = false;
-    so.time_limit = fmin(so.time_limit, SPACE_BOUND_SECONDS);
-    return so;
-}
-
-/* The space's LP bound, solved beside the first placement near the
- * smallest budget: where the solver proved its space empty, a re-plan whose
- * baselines do not fit asks for it (GPT-2 0.1 % above its smallest budget:
- * 0.21 s of its re-plan). At the normal priority, for the LP has a time
- * limit; one not solved in it is solved again where it is asked for, as it
- * would have been without this, so the bound is the same either way. */
-typedef struct floor_job {
-    const mp_rspace *sp;
-    mp_rsolve_opts so;
-    int64_t floor;
-    bool lp_done;
-    int rc;
-    pthread_t thread;
-} floor_job;
-
-static void *floor_thread(void *arg)
-{
-    floor_job *j = arg;
-    mp_err err = {{0}};
-    j->rc = mp_remat_min_peak_bound(j->sp, &j->so, &j->floor, &j->lp_done, &err);
-    return NULL;
-}
-
-static void floor_start(plan *p)
-{
-    if (p->floor_job || p->have_space_floor || p->have_least || !ilp_space_empty(p) || !two_cores() ||
-        !(p->floor_job = malloc(sizeof *p->floor_job)))
-        return;
-    *p->floor_job = (floor_job){.sp = &p->sp, .so = floor_opts(p)};
-    if (pthread_create(&p->floor_job->thread, NULL, floor_thread, p->floor_job)) {
-        free(p->floor_job);
-        p->floor_job = NULL;
-    }
-}
-
-/* Joins it: true when it gave the bound (into p->space_floor). */
-static bool floor_take(plan *p)
-{
-    floor_job *j = p->floor_job;
-    if (!j) return false;
-    pthread_join(j->thread, NULL);
-    p->floor_job = NULL;
-    bool took = !j->rc && j->lp_done;
-    if (took) p->space_floor = j->floor, p->have_space_floor = true;
-    free(j);
-    return took;
-}
-
 /* Whether the space's least-peak plan may fit t. Its search takes seconds, so
  * it runs only when the space's LP bound (a fraction of that time) leaves
  * room: not above t, allowing GLPK's relative tolerance (about 1e-7). */
@@ -464,9 +397,13 @@ static int least_peak_may_fit(plan *p, int64_t t, bool *may, mp_err *err)
         *may = p->least_peak <= t;
         return 0;
     }
-    if (!p->have_space_floor && !floor_take(p)) {
-        mp_rsolve_opts so = floor_opts(p);
-        if (mp_remat_min_peak_bound(&p->sp, &so, &p->space_floor, NULL, err)) return -1;
+    if (!p->have_space_floor) {
+        mp_rsolve_opts so = solve_opts(p, NULL);
+        so.progress = false;
+        /* the LP takes 0.05-0.65 s on the models measured; where it does not finish (the unrolled RNNs, MaxViT)
+         * the search runs anyway, 0.7 s later */
+        so.time_limit = fmin(so.time_limit, SPACE_BOUND_SECONDS);
+        if (mp_remat_min_peak_bound(&p->sp, &so, &p->space_floor, err)) return -1;
         p->have_space_floor = true;
     }
     *may = (double)p->space_floor * (1 - 1e-6) <= (double)t;
@@ -714,6 +651,11 @@ static int emit_ilp_plan(plan *p, bool *fits)
     *fits = true;
     return 0;
 }
+
+/* Placements beside the planning (the solver's plans, the fallbacks' next)
+ * run on a second thread only where a second core runs it: on one core the
+ * thread would take the solver's time. */
+static bool two_cores(void) { return sysconf(_SC_NPROCESSORS_ONLN) >= 2; }
 
 /* A re-plan's warm start: the ILP's plan that fragmented (keep_hint),
  * repaired to this target. 1: made (warm), 0: none, -1: error (err). */
@@ -1864,7 +1806,6 @@ static int fit_arena(plan *p, const mp_cli_opts *o)
         return MP_EXIT_USAGE;
     }
     least_orders_start(p);
-    floor_start(p);
     bool adopted = false;
     for (int round = 0;; round++) {
         if (adopted && !o->out_dir) return MP_EXIT_OK; /* placed by its fixed work when measured: the same again */

@@ -284,10 +284,8 @@ int mp_remat_min_peak(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *pea
 
 /* A bound below the peak of every plan of the space, from the min-peak
  * program's LP alone (no search): a small part of mp_remat_min_peak_range's
- * time, and the bound it starts from. *lp_done (may be NULL): the LP was
- * solved within the time limit, or not needed (else *lower is the weaker
- * bound the space's structure gives alone). */
-int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *lower, bool *lp_done, mp_err *err);
+ * time, and the bound it starts from. */
+int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *lower, mp_err *err);
 
 /* ---- a bound on every plan (remat_bound.c) ---- */
 

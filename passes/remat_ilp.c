@@ -1254,18 +1254,14 @@ static int64_t peak_lower(const mp_rspace *sp, const solve_out *so, mp_err *err,
     return lo;
 }
 
-int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *lower, bool *lp_done, mp_err *err)
+int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *lower, mp_err *err)
 {
     double t0 = now();
-    if (lp_done) *lp_done = false;
     mp_rsolve_opts def = mp_rsolve_defaults();
     if (!o) o = &def;
     if (!sp || !sp->rg) return mp_fail(err, "remat min peak: no decision space");
     *lower = sp->base_peak;
-    if (sp->ncand == 0 || sp->rg->nnodes == 0) { /* the one plan: no LP needed */
-        if (lp_done) *lp_done = true;
-        return 0;
-    }
+    if (sp->ncand == 0 || sp->rg->nnodes == 0) return 0;
     int32_t *got = malloc(((size_t)sp->ndrop + 1) * sizeof *got);
     if (!got) return mp_fail(err, "out of memory in the remat min peak");
     /* the LP alone: no rounding, no branch and bound */
@@ -1275,7 +1271,6 @@ int mp_remat_min_peak_bound(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
     free(got);
     bool ok = false;
     if (!rc) *lower = peak_lower(sp, &so, err, &ok);
-    if (lp_done) *lp_done = ok && so.lp_done;
     return ok ? 0 : -1;
 }
 
