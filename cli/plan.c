@@ -437,8 +437,10 @@ static int64_t baseline_peak(const mp_rgraph *rg, mp_rbaseline b, int64_t t)
  * order when it fits (use_cheaper_baseline), so these count toward the
  * smallest feasible budget. all and sqrt have one order each; greedy's and
  * lookahead's least targets are bisected below those (they evict more as the
- * target falls). */
-static int64_t least_baseline_peak(const mp_rgraph *rg, mp_rbaseline *which, int64_t *target)
+ * target falls). stop (NULL, or set by a thread that no longer needs it)
+ * ends the bisections early: what is returned is then not the least. */
+static int64_t least_baseline_peak(const mp_rgraph *rg, const atomic_bool *stop, mp_rbaseline *which,
+                                   int64_t *target)
 {
     int64_t best = INT64_MAX;
     for (int b = MP_RBASE_ALL; b <= MP_RBASE_SQRT; b++) {
@@ -450,7 +452,7 @@ static int64_t least_baseline_peak(const mp_rgraph *rg, mp_rbaseline *which, int
     for (int b = MP_RBASE_GREEDY; b <= MP_RBASE_LOOKAHEAD; b++) {
         int64_t lo = 0, top = best - 1, at = baseline_peak(rg, (mp_rbaseline)b, top);
         if (at < 0 || at > top) continue;
-        while (top - lo > 1) {
+        while (top - lo > 1 && !(stop && atomic_load(stop))) {
             int64_t mid = lo + (top - lo) / 2, peak = baseline_peak(rg, (mp_rbaseline)b, mid);
             if (peak >= 0 && peak <= mid) top = mid;
             else lo = mid;
@@ -467,7 +469,7 @@ static void least_baseline(plan *p)
     p->have_base_least = true;
     mp_rbaseline which = MP_RBASE_NONE;
     int64_t target = 0;
-    p->base_least = least_baseline_peak(&p->rg, &which, &target);
+    p->base_least = least_baseline_peak(&p->rg, NULL, &which, &target);
     p->base_least_of = which;
     p->base_least_target = target;
 }
@@ -1523,7 +1525,7 @@ static void least_order(least_orders *l, fallback_target t, int64_t within)
 static void *make_least_orders(void *arg)
 {
     least_orders *l = arg;
-    if (l->find && (l->own_peak = least_baseline_peak(l->rg, &l->of, &l->at)) > l->usable) return NULL;
+    if (l->find && (l->own_peak = least_baseline_peak(l->rg, &l->stop, &l->of, &l->at)) > l->usable) return NULL;
     least_order(l, AT_BUDGET, l->usable);
     least_order(l, OWN_PEAK, l->own_peak);
     return NULL;
