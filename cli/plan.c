@@ -1497,11 +1497,12 @@ static void *make_first_orders(void *arg)
  * its own peak: rid of more recomputations than the baselines' orders for
  * the budget, it can cost less (the LLaMA-like model 0.3 % above its smallest
  * budget: 25.02 % where greedy's order for the budget costs 26.27 %, and the
- * budget below 25.97 %). Their pruning is slow (GPT-2 near its smallest
- * budget: 0.25-0.45 s), and there the re-plans mostly come to them; so
- * fit_arena starts them on a second thread at the lowest priority, on the
- * time its placements leave idle (least_orders_start). They read only what
- * they are given. */
+ * budget below 25.97 %). Their making is the fallback's slow part (GPT-2
+ * near its smallest budget: the least baseline's bisection, 0.05 s, and two
+ * prunes, 0.03-0.3 s as the load goes), and there the re-plans mostly come
+ * to them; so fit_arena starts them on a second thread at the lowest
+ * priority, on the time its placements leave idle (least_orders_start).
+ * They read only what they are given. */
 typedef struct least_orders {
     const mp_rgraph *rg;
     bool find;        /* the baseline, its least target and its peak there are to be found (least_baseline_peak) */
