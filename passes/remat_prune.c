@@ -11,8 +11,8 @@
  * entries read, which may end sooner; the removed entries' own), as range
  * adds on a max tree of the live bytes at each entry, undone when the peak
  * passes the limit; the index is made again only when a removal stays
- * (recounting the whole order for each trial took a third of GPT-2's
- * planning near its smallest budget).
+ * (recounting the whole order for each trial took a third of the CPU time
+ * of GPT-2's planning near its smallest budget).
  * Two passes, the cheaper result kept: one with the budget as the limit, one
  * that raises the limit from the order's peak to the budget in steps (side
  * by side on two cores). The result is an order of the same graph, never
