@@ -1542,17 +1542,16 @@ static void *make_least_orders_idle(void *arg)
     return make_least_orders(arg);
 }
 
-/* Their maker, not started: NULL when no least baseline fits the budget
- * (it is sought when the solver found no plan at some target). */
-static least_orders *least_orders_new(plan *p)
+/* Their maker, not started: with the plan's least baseline, or to find it
+ * (find); NULL when the plan's does not fit the budget. */
+static least_orders *least_orders_new(plan *p, bool find)
 {
-    if (p->no_plan_at) least_baseline(p);
-    least_orders *l = p->have_base_least && p->base_least <= p->usable ? malloc(sizeof *l) : NULL;
-    if (l) {
-        *l = (least_orders){.rg = &p->rg, .of = p->base_least_of, .at = p->base_least_target, .usable = p->usable,
-                            .own_peak = p->base_least};
-        atomic_init(&l->stop, false);
-    }
+    if (!find && !(p->have_base_least && p->base_least <= p->usable)) return NULL;
+    least_orders *l = malloc(sizeof *l);
+    if (!l) return NULL;
+    *l = (least_orders){.rg = &p->rg, .find = find, .usable = p->usable};
+    if (!find) l->of = p->base_least_of, l->at = p->base_least_target, l->own_peak = p->base_least;
+    atomic_init(&l->stop, false);
     return l;
 }
 
@@ -1564,12 +1563,8 @@ static least_orders *least_orders_new(plan *p)
 static void least_orders_start(plan *p)
 {
     if (p->least_orders || !p->no_plan_at || !two_cores()) return;
-    least_orders *l = p->have_base_least ? least_orders_new(p) : malloc(sizeof *l);
+    least_orders *l = least_orders_new(p, !p->have_base_least);
     if (!l) return;
-    if (!p->have_base_least) {
-        *l = (least_orders){.rg = &p->rg, .find = true, .of = MP_RBASE_NONE, .usable = p->usable};
-        atomic_init(&l->stop, false);
-    }
     l->started = pthread_create(&l->thread, NULL, make_least_orders_idle, l) == 0;
     if (l->started) p->least_orders = l;
     else least_orders_free(l);
@@ -1579,7 +1574,8 @@ static void least_orders_start(plan *p)
  * them (least_orders_free). NULL when there are none. */
 static least_orders *least_orders_take(plan *p)
 {
-    least_orders *l = p->least_orders ? p->least_orders : least_orders_new(p);
+    if (!p->least_orders && p->no_plan_at) least_baseline(p); /* sought when the solver found no plan at some target */
+    least_orders *l = p->least_orders ? p->least_orders : least_orders_new(p, false);
     p->least_orders = NULL;
     if (l && l->started) pthread_join(l->thread, NULL);
     else if (l) make_least_orders(l);
