@@ -383,6 +383,7 @@ static int least_peak(plan *p, mp_err *err)
     /* at least 1.5 s, the default before the solve's was cut to 1.2 s: the exit-3 line's range and the
      * fallback orders come from this search, so more time makes a budget it states likelier to plan */
     so.time_limit = fmax(so.time_limit, LEAST_PEAK_MIN_SECONDS);
+    if (p->no_plan_at && !p->no_plan_why[0]) so.proven_above = p->no_plan_at; /* the solve proved none there */
     if (mp_remat_min_peak_range(&p->sp, &so, &p->least_peak, &p->least_lower, &p->least, err)) return -1;
     p->have_least = true;
     return 0;

@@ -238,6 +238,9 @@ typedef struct mp_rsolve_opts {
      * them */
     void (*on_plan)(void *ctx, const int32_t *choice);
     void *on_plan_ctx;
+    /* least-peak searches: a solve proved that no plan of the space peaks at or below it (0: none known); the
+     * search looks above it for the least peak */
+    int64_t proven_above;
 } mp_rsolve_opts;
 
 mp_rsolve_opts mp_rsolve_defaults(void);

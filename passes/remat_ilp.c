@@ -1308,6 +1308,7 @@ int mp_remat_min_peak_range(const mp_rspace *sp, const mp_rsolve_opts *o, int64_
     int64_t lo = peak_lower(sp, &so, err, &ok);
     if (!ok) goto done;
     if (so.found && so.status == MP_RSOLVE_OPTIMAL) lo = gp;
+    if (o->proven_above >= lo && o->proven_above < gp) lo = o->proven_above + 1;
     if (lo < gp && bisect_peak(sp, &lo, &gp, p->choice, deadline, o->progress, err)) goto done;
     *peak = gp;
     *lower = lo < gp ? lo : gp;

@@ -296,7 +296,7 @@ static double any_plan_bound_checked(const mp_rgraph *rg, const mp_rspace *sp, i
 START_TEST(oracle)
 {
     int32_t tested = 0, budgets = 0, with_drops = 0, nontrivial = 0, several = 0, cheaper = 0, inside = 0;
-    int32_t repairs = 0, repaired = 0, repaired_least = 0;
+    int32_t repairs = 0, repaired = 0, repaired_least = 0, proof_raised = 0;
     int32_t bounded = 0, tight = 0, peak_tight = 0, bound_tight = 0, retaining = 0, retain_cheaper = 0, retain_dearer = 0;
     for (uint64_t seed = 1; tested < 250; seed++) {
         ck_assert_msg(seed < 2000, "too few instances small enough to enumerate");
@@ -379,6 +379,21 @@ START_TEST(oracle)
         ck_assert_msg(lp_lower <= minp && lp_lower >= sp.resident_bytes, "seed %llu: min-peak LP bound %lld, oracle %lld",
                       (unsigned long long)seed, (long long)lp_lower, (long long)minp);
         bound_tight += lp_lower == minp;
+        /* a proof from elsewhere that no plan peaks at or below minp - 1 (a solve at that budget found the space
+         * empty): with no time to search, the range starts there, and its plan is still a plan */
+        mp_rsolve_opts quick = o;
+        quick.time_limit = 1e-9;
+        int64_t qpeak, qlower, qpk;
+        for (int k = 0; k < 2; k++) {
+            quick.proven_above = k ? minp - 1 : 0;
+            ck_assert_msg(!mp_remat_min_peak_range(&sp, &quick, &qpeak, &qlower, &mpp, &err), "%s", err.msg);
+            ck_assert(!mp_rplan_peak(&sp, &mpp, NULL, &qpk, &err) && qpk == qpeak && qpeak >= minp);
+            ck_assert_msg(qlower <= minp, "seed %llu: lower %lld above the least peak %lld", (unsigned long long)seed,
+                          (long long)qlower, (long long)minp);
+            if (k) ck_assert_int_eq(qlower, minp);
+            else proof_raised += qlower < minp;
+            mp_rplan_free(&mpp);
+        }
 
         /* (1) + (3) + (5): budgets from below the least peak to store everything, ascending */
         int64_t b[8];
@@ -462,6 +477,9 @@ START_TEST(oracle)
            "budgets, dearer at %d; %d of %d plans repaired to a lower budget fit it, %d at its least cost\n",
            tested, with_drops, budgets, nontrivial, several, cheaper, inside, bounded, tight, peak_tight, bound_tight,
            retaining, retain_cheaper, retain_dearer, repaired, repairs, repaired_least);
+    printf("oracle: a solve's proof raised the least peak's lower bound (no time to search) on %d instances\n",
+           proof_raised);
+    ck_assert_int_ge(proof_raised, 50);
     ck_assert_int_ge(repaired, repairs / 2);
     ck_assert_int_ge(peak_tight, 100);
     ck_assert_int_ge(bounded, 100);
