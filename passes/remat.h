@@ -263,6 +263,7 @@ typedef struct mp_rsolve_info {
     int32_t rows, cols, binaries;
     bool stalled;             /* GLPK stopped on a relaxation it could not solve (numerical trouble), before the
                                * time limit: when no plan was found, that, not the limit, is why */
+    bool rins_cheaper;        /* RINS found a plan cheaper than the LP's rounding before the search (docs/ilp.md) */
 } mp_rsolve_info;
 
 /* plan, repaired to fit budget: the rounding keeps what it can of plan's
