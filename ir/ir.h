@@ -210,6 +210,7 @@ typedef struct mp_value {
     struct mp_type *elems;
     mp_role role;                 /* set by the training-graph pass; NONE before */
     int32_t alias;                /* value whose memory this one overwrites in place, -1 none */
+    int32_t last_suffix;          /* the last K of a value named name_K by mp_graph_add_unique (0: none) */
 } mp_value;
 
 /* ---- attributes (every ONNX kind) --------------------------------------- */
@@ -321,6 +322,9 @@ int32_t mp_graph_find(const mp_graph *g, const char *name);
 int32_t mp_value_root(const mp_graph *g, int32_t v);
 /* Adds a value with that name; fails (-1) if the name is already defined here. */
 int32_t mp_graph_add_value(mp_graph *g, const char *name);
+/* Adds a value named name, or name_K with the least K >= 1 whose name is
+ * free (passes name many values after one: each slice of a Concat's gradient). */
+int32_t mp_graph_add_unique(mp_graph *g, const char *name);
 /* Finds or adds. */
 int32_t mp_graph_value(mp_graph *g, const char *name);
 /* Adds a node; inputs/outputs are value ids (-1 = omitted). Consumers are

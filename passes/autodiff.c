@@ -25,11 +25,7 @@ int32_t ad_value(mp_ad *ad, const char *base, const char *suffix, mp_role role)
 {
     char name[512];
     snprintf(name, sizeof name, "%s%s", base, suffix);
-    int32_t id = mp_graph_add_value(ad->g, name);
-    for (int k = 1; id < 0; k++) {
-        snprintf(name, sizeof name, "%s%s_%d", base, suffix, k);
-        id = mp_graph_add_value(ad->g, name);
-    }
+    int32_t id = mp_graph_add_unique(ad->g, name);
     ad->g->values[id].role = role;
     return id;
 }

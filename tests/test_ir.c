@@ -24,6 +24,35 @@ START_TEST(names_are_unique_per_graph)
 }
 END_TEST
 
+/* name_K with the least free K, as a search from 1 each time gives */
+START_TEST(unique_names_take_the_least_free_suffix)
+{
+    mp_graph *g = mp_graph_new(NULL);
+    static const char *const want[][2] = {{"x", "x"}, {"x", "x_1"}, {"x_3", NULL}, {"x", "x_2"}, {"x", "x_4"},
+                                          {"x_1", "x_1_1"}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        if (!want[i][1]) { /* taken by another way */
+            ck_assert_int_ge(mp_graph_add_value(g, want[i][0]), 0);
+            continue;
+        }
+        int32_t id = mp_graph_add_unique(g, want[i][0]); /* before g->values is read: adding may move it */
+        ck_assert_str_eq(g->values[id].name, want[i][1]);
+    }
+    for (int i = 0; i < 3000; i++) mp_graph_add_unique(g, "y"); /* y, y_1 .. y_2999 */
+    ck_assert_int_ge(mp_graph_find(g, "y_2999"), 0);
+    ck_assert_int_eq(mp_graph_find(g, "y_3000"), -1);
+    char longname[700];
+    memset(longname, 'z', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    int32_t a = mp_graph_add_unique(g, longname), b = mp_graph_add_unique(g, longname), c = mp_graph_add_unique(g, longname);
+    ck_assert_str_eq(g->values[a].name, longname);
+    const char *nb = g->values[b].name, *nc = g->values[c].name;
+    ck_assert(strlen(nb) < 512 && !strcmp(nb + strlen(nb) - 2, "_1")); /* cut, but its suffix kept */
+    ck_assert(strlen(nc) < 512 && !strcmp(nc + strlen(nc) - 2, "_2"));
+    mp_graph_free(g);
+}
+END_TEST
+
 START_TEST(symbols_bind_and_resolve)
 {
     mp_graph *g = mp_graph_new(NULL);
@@ -109,6 +138,7 @@ int main(void)
     Suite *s = suite_create("ir");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, names_are_unique_per_graph);
+    tcase_add_test(tc, unique_names_take_the_least_free_suffix);
     tcase_add_test(tc, symbols_bind_and_resolve);
     tcase_add_test(tc, dtype_bytes_round_and_overflow);
     tcase_add_test(tc, link_rejects_two_producers);
