@@ -24,7 +24,6 @@
 #include "ir/einsum.h"
 #include "runtime/cuda/memplan_cuda.h"
 #include "runtime/cuda/mp_cu_kernels.h" /* defines: the p[] layouts (GM_*, W_*, SCE_*, BN_*, RS_*, PAD_*, ES_*) */
-#include "runtime/kernels.h"            /* defines: mp_elem_size */
 
 /* The most workspace a cuDNN convolution algorithm may take (the runtime
  * picks cuDNN's best choice that fits): enough for the fast algorithms of

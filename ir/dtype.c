@@ -40,6 +40,14 @@ const char *mp_dtype_name(mp_dtype t) { return mp_dtype_valid(t) ? dtype_table[t
 int mp_dtype_bits(mp_dtype t) { return mp_dtype_valid(t) ? dtype_table[t].bits : 0; }
 bool mp_dtype_is_float(mp_dtype t) { return mp_dtype_valid(t) && dtype_table[t].is_float; }
 bool mp_dtype_is_int(mp_dtype t) { return mp_dtype_valid(t) && dtype_table[t].is_int; }
+bool mp_dtype_is_half(mp_dtype t) { return t == MP_FLOAT16 || t == MP_BFLOAT16; }
+
+size_t mp_elem_size(mp_dtype t)
+{
+    if (t == MP_STRING) return 0;
+    int bits = mp_dtype_bits(t);
+    return bits % 8 ? 0 : (size_t)bits / 8;
+}
 
 int64_t mp_dtype_bytes(mp_dtype t, int64_t n)
 {

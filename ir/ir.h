@@ -77,9 +77,12 @@ const char *mp_dtype_name(mp_dtype t);       /* "float32", "int64", ... ; "?" if
 int mp_dtype_bits(mp_dtype t);               /* storage bits per element; 0 if unknown/string */
 bool mp_dtype_is_float(mp_dtype t);          /* real floating point (fp8..fp64) */
 bool mp_dtype_is_int(mp_dtype t);            /* signed or unsigned integer (incl. 2- and 4-bit) */
+bool mp_dtype_is_half(mp_dtype t);           /* MP_FLOAT16 or MP_BFLOAT16 */
 bool mp_dtype_valid(int t);                  /* a known element type, not UNDEFINED */
 /* Bytes for n elements of t (sub-byte types round up); -1 if unknown or overflow. */
 int64_t mp_dtype_bytes(mp_dtype t, int64_t n);
+/* Bytes per element of a whole-byte type (bool 1; sub-byte types and string: 0). */
+size_t mp_elem_size(mp_dtype t);
 
 /* ---- dims and shapes ----------------------------------------------------- */
 

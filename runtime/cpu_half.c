@@ -5,8 +5,6 @@
 
 #include "kernels.h"
 
-bool mp_dtype_is_half(mp_dtype t) { return t == MP_FLOAT16 || t == MP_BFLOAT16; }
-
 void mp_half_widen(mp_dtype t, const uint16_t *src, float *dst, int64_t n)
 {
     if (t == MP_BFLOAT16)

@@ -17,13 +17,6 @@ int mp_kunsupported(mp_err *err, const char *fmt, ...)
     return MP_EXEC_UNSUPPORTED;
 }
 
-size_t mp_elem_size(mp_dtype t)
-{
-    if (t == MP_STRING) return 0;
-    int bits = mp_dtype_bits(t);
-    return bits % 8 ? 0 : (size_t)bits / 8;
-}
-
 void mp_strides(int rank, const int64_t *dims, int64_t *strides)
 {
     int64_t s = 1;

@@ -101,8 +101,6 @@ void *mp_scratch_array(mp_scratch *s, int64_t n, size_t elem);
 
 /* ---- 16-bit float arrays (runtime/cpu_half.c; the scalar conversions are ir/half.c's) ---- */
 
-/* True for MP_FLOAT16 and MP_BFLOAT16. */
-bool mp_dtype_is_half(mp_dtype t);
 /* n elements of 16-bit float type t to fp32, and back (rounding). */
 void mp_half_widen(mp_dtype t, const uint16_t *src, float *dst, int64_t n);
 void mp_half_round(mp_dtype t, const float *src, uint16_t *dst, int64_t n);
@@ -112,8 +110,6 @@ void mp_half_round(mp_dtype t, const float *src, uint16_t *dst, int64_t n);
 /* Formats err and returns MP_EXEC_UNSUPPORTED: `return mp_kunsupported(err, "dtype %s", ...)`. */
 int mp_kunsupported(mp_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Bytes per element (bool 1, string unsupported: 0). */
-size_t mp_elem_size(mp_dtype t);
 /* C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, leading dims given:
  * OpenBLAS's dgemm for float32 (widened, summed in double) and float64 (one
  * thread: the same bits every run), wrapping int64 loops for integers (cpu_matmul.c). */
