@@ -763,10 +763,10 @@ static void free_model(ilp *m)
 /* RINS (Danna, Rothberg and Le Pape, 2005): a plan near both the LP's optimum
  * and the plan inc. The candidates on which the two agree are fixed, and the
  * far smaller program left is searched for `seconds`. 1: a plan cheaper than
- * inc that fits the budget as the model counts it, in better; 0: none; -1:
- * error. m->P holds the LP's optimum. */
-static int rins(const ilp *m, const int32_t *inc, double seconds, double gap_limit, int32_t *better, int32_t *open,
-                mp_err *err)
+ * inc that fits the budget as the model counts it, in better (its peak in
+ * *peak); 0: none; -1: error. m->P holds the LP's optimum. */
+static int rins(const ilp *m, const int32_t *inc, double seconds, double gap_limit, int32_t *better, int64_t *peak,
+                int32_t *open, mp_err *err)
 {
     const mp_rspace *sp = m->sp;
     glp_prob *Q = glp_create_prob();
@@ -795,11 +795,10 @@ static int rins(const ilp *m, const int32_t *inc, double seconds, double gap_lim
         double *x = ms == GLP_OPT || ms == GLP_FEAS ? malloc(((size_t)nc + 1) * sizeof *x) : NULL;
         if ((ms == GLP_OPT || ms == GLP_FEAS) && !x) found = mp_fail(err, "out of memory in the remat ILP");
         for (int j = 1; x && j <= nc; j++) x[j] = glp_mip_col_val(Q, j);
-        int64_t peak;
         if (x) {
             mip_choice(m, x, better);
-            if (mp_rplan_peak(sp, &(mp_rplan){better}, NULL, &peak, err)) found = -1;
-            else found = peak <= m->budget && plan_cost(sp, better) < inc_cost * (1 - 1e-9);
+            if (mp_rplan_peak(sp, &(mp_rplan){better}, NULL, peak, err)) found = -1;
+            else found = *peak <= m->budget && plan_cost(sp, better) < inc_cost * (1 - 1e-9);
         }
         free(x);
     }
@@ -821,15 +820,14 @@ static int near_plan(ilp *m, const int32_t *inc, double deadline, double gap_lim
     if (deadline - now() < 0.05) return 0;
     int32_t *near = malloc(((size_t)sp->ndrop + 1) * sizeof *near), open = 0;
     if (!near) return mp_fail(err, "out of memory in the remat ILP");
-    int r = rins(m, inc, (deadline - now()) / 4, gap_limit, near, &open, err);
+    int64_t peak;
+    int r = rins(m, inc, (deadline - now()) / 4, gap_limit, near, &peak, &open, err);
     if (progress)
         fprintf(stderr, "remat ilp: RINS over %d candidates: %s, %.2f s left\n", open,
                 r == 1 ? "a cheaper plan" : "none cheaper", deadline - now());
-    int64_t peak;
     int nc = glp_get_num_cols(m->P);
     if (r == 1 && !m->heur && !(m->heur = malloc(((size_t)nc + 1) * sizeof *m->heur)))
         r = mp_fail(err, "out of memory in the remat ILP");
-    if (r == 1 && mp_rplan_peak(sp, &(mp_rplan){near}, NULL, &peak, err)) r = -1;
     if (r == 1 && plan_columns(m, near, peak, m->heur)) r = mp_fail(err, "out of memory in the remat ILP");
     if (r == 1) { /* the search's first heuristic call is given it */
         memcpy(choice, near, (size_t)sp->ndrop * sizeof *choice);
