@@ -687,14 +687,15 @@ static int add_front(ilp *m, bool all)
     return added;
 }
 
-/* The plan of the MIP solution in P's columns (or the heuristic's, heur). */
-static void mip_choice(const ilp *m, const double *heur, int32_t *choice)
+/* The plan of P's MIP solution (or of the columns heur), P m's program or a
+ * copy of it with the same columns. */
+static void mip_choice(const ilp *m, glp_prob *P, const double *heur, int32_t *choice)
 {
     const mp_rspace *sp = m->sp;
     for (int32_t i = 0; i < sp->ndrop; i++) {
         choice[i] = -1;
         for (int32_t c = sp->cand_off[i]; c < sp->cand_off[i + 1]; c++)
-            if ((heur ? heur[c + 1] : glp_mip_col_val(m->P, c + 1)) > 0.5) {
+            if ((heur ? heur[c + 1] : glp_mip_col_val(P, c + 1)) > 0.5) {
                 choice[i] = c;
                 break;
             }
@@ -715,7 +716,7 @@ static void on_tree(glp_tree *T, void *info)
     int ms = m->offered ? glp_mip_status(m->P) : GLP_UNDEF;
     if ((ms == GLP_FEAS || ms == GLP_OPT) && glp_mip_obj_val(m->P) / m->oscale < m->offered_cost * (1 - 1e-9)) {
         m->offered_cost = glp_mip_obj_val(m->P) / m->oscale;
-        mip_choice(m, NULL, m->offered);
+        mip_choice(m, m->P, NULL, m->offered);
         offer(m->offer, m->offered);
     }
     if (glp_ios_reason(T) == GLP_IHEUR && m->heur && !m->fed) {
@@ -790,17 +791,12 @@ static int rins(const ilp *m, const int32_t *inc, double seconds, double gap_lim
     iocp.tm_lim = (int)fmax(1, fmin(seconds * 1000, 1e9));
     double inc_cost = plan_cost(sp, inc);
     int found = 0, ret = *open ? glp_intopt(Q, &iocp) : GLP_EFAIL;
-    if (ret == 0 || ret == GLP_ETMLIM || ret == GLP_EMIPGAP) { /* a plan found by the time limit stands */
-        int ms = glp_mip_status(Q), nc = glp_get_num_cols(Q);
-        double *x = ms == GLP_OPT || ms == GLP_FEAS ? malloc(((size_t)nc + 1) * sizeof *x) : NULL;
-        if ((ms == GLP_OPT || ms == GLP_FEAS) && !x) found = mp_fail(err, "out of memory in the remat ILP");
-        for (int j = 1; x && j <= nc; j++) x[j] = glp_mip_col_val(Q, j);
-        if (x) {
-            mip_choice(m, x, better);
-            if (mp_rplan_peak(sp, &(mp_rplan){better}, NULL, peak, err)) found = -1;
-            else found = *peak <= m->budget && plan_cost(sp, better) < inc_cost * (1 - 1e-9);
-        }
-        free(x);
+    int ms = glp_mip_status(Q);
+    /* a plan found by the time limit stands */
+    if ((ret == 0 || ret == GLP_ETMLIM || ret == GLP_EMIPGAP) && (ms == GLP_OPT || ms == GLP_FEAS)) {
+        mip_choice(m, Q, NULL, better);
+        if (mp_rplan_peak(sp, &(mp_rplan){better}, NULL, peak, err)) found = -1;
+        else found = *peak <= m->budget && plan_cost(sp, better) < inc_cost * (1 - 1e-9);
     }
     glp_delete_prob(Q);
     return found;
@@ -1020,7 +1016,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
             out->found = true;
             out->status = ms == GLP_OPT ? MP_RSOLVE_OPTIMAL : MP_RSOLVE_FEASIBLE;
             if (ms == GLP_OPT) out->bound = glp_mip_obj_val(m.P) / m.oscale;
-            mip_choice(&m, from_heur ? m.heur : NULL, choice);
+            mip_choice(&m, m.P, from_heur ? m.heur : NULL, choice);
         }
     }
     if (!out->found && (rounded || warm)) { /* out of time: the best warm start is all there is */
@@ -1101,14 +1097,7 @@ static int probe_budget(ilp *m, int64_t budget, double deadline, bool progress, 
         int ms = glp_mip_status(m->P);
         if (ms == GLP_NOFEAS) return 0;
         if (ms == GLP_OPT || ms == GLP_FEAS) {
-            for (int32_t i = 0; i < sp->ndrop; i++) {
-                choice[i] = -1;
-                for (int32_t c = sp->cand_off[i]; c < sp->cand_off[i + 1]; c++)
-                    if (glp_mip_col_val(m->P, c + 1) > 0.5) {
-                        choice[i] = c;
-                        break;
-                    }
-            }
+            mip_choice(m, m->P, NULL, choice);
             if (mp_rplan_peak(sp, &(mp_rplan){choice}, NULL, peak, err)) return -1;
             if (*peak <= budget) found = 1;
         }
