@@ -264,6 +264,8 @@ typedef struct mp_rsolve_info {
     bool stalled;             /* GLPK stopped on a relaxation it could not solve (numerical trouble), before the
                                * time limit: when no plan was found, that, not the limit, is why */
     bool rins_cheaper;        /* RINS found a plan cheaper than the LP's rounding before the search (docs/ilp.md) */
+    bool first_searched;      /* neither the warm start nor the LP's rounding fit: a search for any plan found the
+                               * first one, before RINS and the search (docs/ilp.md) */
 } mp_rsolve_info;
 
 /* plan, repaired to fit budget: the rounding keeps what it can of plan's

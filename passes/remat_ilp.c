@@ -761,19 +761,21 @@ static void free_model(ilp *m)
     glp_free_env(); /* GLPK keeps an environment per thread: give it back so leak checks stay clean */
 }
 
-/* RINS (Danna, Rothberg and Le Pape, 2005): a plan near both the LP's optimum
- * and the plan inc. The candidates on which the two agree are fixed, and the
- * far smaller program left is searched for `seconds`. 1: a plan cheaper than
- * inc that fits the budget as the model counts it, in better (its peak in
- * *peak); 0: none; -1: error. m->P holds the LP's optimum. */
-static int rins(const ilp *m, const int32_t *inc, double seconds, double gap_limit, int32_t *better, int64_t *peak,
-                int32_t *open, mp_err *err)
+/* A search on a copy of the program m->P (which holds the LP's optimum).
+ * With inc, RINS (Danna, Rothberg and Le Pape, 2005): a plan near both the
+ * LP's optimum and the plan inc; the candidates on which the two agree are
+ * fixed, and the far smaller program left is searched for `seconds`, for a
+ * plan cheaper than inc. Without inc, the whole program is searched for any
+ * plan (the first one found). 1: a plan that fits the budget as the model
+ * counts it, in better (its peak in *peak); 0: none; -1: error. */
+static int search_copy(const ilp *m, const int32_t *inc, double seconds, double gap_limit, int32_t *better,
+                       int64_t *peak, int32_t *open, mp_err *err)
 {
     const mp_rspace *sp = m->sp;
     glp_prob *Q = glp_create_prob();
     glp_copy_prob(Q, m->P, GLP_OFF);
-    *open = 0;
-    for (int32_t i = 0; i < sp->ndrop; i++)
+    *open = inc ? 0 : sp->ncand;
+    for (int32_t i = 0; inc && i < sp->ndrop; i++)
         for (int32_t c = sp->cand_off[i]; c < sp->cand_off[i + 1]; c++) {
             double v = inc[i] == c;
             if (fabs(glp_get_col_prim(m->P, c + 1) - v) < 1e-6) glp_set_col_bnds(Q, c + 1, GLP_FX, v, v);
@@ -784,12 +786,13 @@ static int rins(const ilp *m, const int32_t *inc, double seconds, double gap_lim
     iocp.msg_lev = GLP_MSG_OFF;
     /* the presolver drops the fixed columns and the rows they settle, and the most fractional candidate is branched
      * on (Driebeck and Tomlin's rule costs a tableau row per fractional one): DenseNet-121 at 50 %, within 1 % of the
-     * sub-program's bound in 0.35 s, where with neither 0.28 s found nothing and 0.95 s a dearer plan */
-    iocp.presolve = GLP_ON;
+     * sub-program's bound in 0.35 s, where with neither 0.28 s found nothing and 0.95 s a dearer plan. With nothing
+     * fixed the presolver only costs: RegNet-Y-400MF at 50 %, the first plan in 0.08 s without it, 0.55 s with. */
+    iocp.presolve = inc ? GLP_ON : GLP_OFF;
     iocp.br_tech = GLP_BR_MFV;
-    iocp.mip_gap = gap_limit > 0 ? gap_limit : 0;
+    iocp.mip_gap = !inc ? 1 : gap_limit > 0 ? gap_limit : 0; /* without inc, the first plan will do */
     iocp.tm_lim = (int)fmax(1, fmin(seconds * 1000, 1e9));
-    double inc_cost = plan_cost(sp, inc);
+    double inc_cost = inc ? plan_cost(sp, inc) : INFINITY;
     int found = 0, ret = *open ? glp_intopt(Q, &iocp) : GLP_EFAIL;
     int ms = glp_mip_status(Q);
     /* a plan found by the time limit stands */
@@ -802,35 +805,66 @@ static int rins(const ilp *m, const int32_t *inc, double seconds, double gap_lim
     return found;
 }
 
+/* What one solve found (solve_once). */
+typedef struct solve_out {
+    mp_rstatus status;
+    bool found;
+    bool stalled;             /* a simplex or the search failed on numerical trouble (not on the time limit) */
+    bool lp_done;             /* the LP relaxation was solved: bound is a bound */
+    bool rins_cheaper;        /* near_plan found a cheaper plan */
+    bool first_searched;      /* near_plan's search for any plan found the first one */
+    double lp_bound, bound;
+    int32_t rows, cols;
+} solve_out;
+
+/* Makes plan (peak: its model peak) the plan so far: the fallback in choice, and the search's first heuristic call
+ * is given it. */
+static int adopt(ilp *m, const int32_t *plan, int64_t peak, int32_t *choice, bool *rounded, mp_err *err)
+{
+    int nc = glp_get_num_cols(m->P);
+    if (!m->heur && !(m->heur = malloc(((size_t)nc + 1) * sizeof *m->heur)))
+        return mp_fail(err, "out of memory in the remat ILP");
+    if (plan_columns(m, plan, peak, m->heur)) return mp_fail(err, "out of memory in the remat ILP");
+    memcpy(choice, plan, (size_t)m->sp->ndrop * sizeof *choice);
+    *rounded = true;
+    m->fed = false;
+    offer(m->offer, choice);
+    m->offered_cost = plan_cost(m->sp, choice);
+    return 0;
+}
+
 /* Before the search: RINS from the plan so far (inc: the LP's rounding or
  * the warm start), on a quarter of the time left; a cheaper plan it finds
  * replaces the plan so far (choice, *rounded) and the search starts from it.
  * On DenseNet-121 at 50 % the search alone keeps the rounding's plan (a gap
  * of 21 % at 1.2 s) and RINS, over the 67 candidates the two disagree on,
  * closes it to 2.3 %; MobileNetV3 at 50 % gets within 1 % of its bound at
- * once (docs/ilp.md). -1 on an error (err). */
+ * once (docs/ilp.md). With no plan so far (inc NULL: near the space's least
+ * peak, where the greedy stops short of the budget), the first plan of a
+ * search on the whole program, on a quarter of the time left, is the plan
+ * RINS starts from. -1 on an error (err). */
 static int near_plan(ilp *m, const int32_t *inc, double deadline, double gap_limit, bool progress, int32_t *choice,
-                     bool *rounded, bool *cheaper, mp_err *err)
+                     bool *rounded, solve_out *out, mp_err *err)
 {
     const mp_rspace *sp = m->sp;
     if (deadline - now() < 0.05) return 0;
     int32_t *near = malloc(((size_t)sp->ndrop + 1) * sizeof *near), open = 0;
     if (!near) return mp_fail(err, "out of memory in the remat ILP");
     int64_t peak;
-    int r = rins(m, inc, (deadline - now()) / 4, gap_limit, near, &peak, &open, err);
-    if (progress)
-        fprintf(stderr, "remat ilp: RINS over %d candidates: %s, %.2f s left\n", open,
-                r == 1 ? "a cheaper plan" : "none cheaper", deadline - now());
-    int nc = glp_get_num_cols(m->P);
-    if (r == 1 && !m->heur && !(m->heur = malloc(((size_t)nc + 1) * sizeof *m->heur)))
-        r = mp_fail(err, "out of memory in the remat ILP");
-    if (r == 1 && plan_columns(m, near, peak, m->heur)) r = mp_fail(err, "out of memory in the remat ILP");
-    if (r == 1) { /* the search's first heuristic call is given it */
-        memcpy(choice, near, (size_t)sp->ndrop * sizeof *choice);
-        *rounded = *cheaper = true;
-        m->fed = false;
-        offer(m->offer, choice);
-        m->offered_cost = plan_cost(sp, choice);
+    int r = 1;
+    if (!inc) {
+        r = search_copy(m, NULL, (deadline - now()) / 4, gap_limit, near, &peak, &open, err);
+        if (progress)
+            fprintf(stderr, "remat ilp: no plan yet, a first search: %s, %.2f s left\n", r == 1 ? "a plan" : "none",
+                    deadline - now());
+        if (r == 1 && (r = adopt(m, near, peak, choice, rounded, err)) == 0) inc = choice, out->first_searched = true;
+    }
+    if (inc) {
+        r = search_copy(m, inc, (deadline - now()) / 4, gap_limit, near, &peak, &open, err);
+        if (progress)
+            fprintf(stderr, "remat ilp: RINS over %d candidates: %s, %.2f s left\n", open,
+                    r == 1 ? "a cheaper plan" : "none cheaper", deadline - now());
+        if (r == 1 && (r = adopt(m, near, peak, choice, rounded, err)) == 0) out->rins_cheaper = true;
     }
     free(near);
     return r < 0 ? -1 : 0;
@@ -840,16 +874,6 @@ static int near_plan(ilp *m, const int32_t *inc, double deadline, double gap_lim
  * mode); choice gets the solver's plan, out->status what GLPK proved, and
  * out->found = false when no plan came back. lp_only stops after the LP
  * (out->lp_bound; no rounding, no branch and bound). Returns -1 on error. */
-typedef struct solve_out {
-    mp_rstatus status;
-    bool found;
-    bool stalled;             /* a simplex or the search failed on numerical trouble (not on the time limit) */
-    bool lp_done;             /* the LP relaxation was solved: bound is a bound */
-    bool rins_cheaper;        /* near_plan found a cheaper plan */
-    double lp_bound, bound;
-    int32_t rows, cols;
-} solve_out;
-
 static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool lp_only, const int32_t *warm,
                       int64_t warm_peak, double deadline, double gap_limit, bool progress, const mp_rsolve_opts *offers,
                       int32_t *choice, solve_out *out, mp_err *err)
@@ -955,8 +979,8 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
                     deadline - now());
         free(lp), free(rp), free(best);
     }
-    if (st == GLP_OPT && !peak_mode && !lp_only && (rounded || warm) &&
-        near_plan(&m, rounded ? choice : warm, deadline, gap_limit, progress, choice, &rounded, &out->rins_cheaper, err))
+    if (st == GLP_OPT && !peak_mode && !lp_only &&
+        near_plan(&m, rounded ? choice : warm, deadline, gap_limit, progress, choice, &rounded, out, err))
         goto done;
     if (st == GLP_OPT && deadline - now() > 0.01 && !lp_only) {
         glp_iocp iocp;
@@ -1284,6 +1308,7 @@ int mp_remat_solve(const mp_rspace *sp, int64_t budget, const mp_rsolve_opts *o,
     }
     info->stalled = so.stalled;
     info->rins_cheaper = so.rins_cheaper;
+    info->first_searched = so.first_searched;
     if (!have) {
         if (so.stalled)
             mp_fail(err, "remat solve: GLPK stopped on a relaxation it could not solve (numerical trouble) after "
