@@ -266,6 +266,8 @@ typedef struct mp_rsolve_info {
     bool rins_cheaper;        /* RINS found a plan cheaper than the LP's rounding before the search (docs/ilp.md) */
     bool first_searched;      /* neither the warm start nor the LP's rounding fit: a search for any plan found the
                                * first one, before RINS and the search (docs/ilp.md) */
+    int32_t gomory_cuts;      /* Gomory's cuts that raised the LP's bound before the search (docs/ilp.md) */
+    double gomory_bound;      /* the bound they prove (cost units), when gomory_cuts > 0 */
 } mp_rsolve_info;
 
 /* plan, repaired to fit budget: the rounding keeps what it can of plan's

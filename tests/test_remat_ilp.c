@@ -296,7 +296,7 @@ static double any_plan_bound_checked(const mp_rgraph *rg, const mp_rspace *sp, i
 START_TEST(oracle)
 {
     int32_t tested = 0, budgets = 0, with_drops = 0, nontrivial = 0, several = 0, cheaper = 0, inside = 0;
-    int32_t repairs = 0, repaired = 0, repaired_least = 0, proof_raised = 0, near_cheaper = 0, first_searched = 0;
+    int32_t repairs = 0, repaired = 0, repaired_least = 0, proof_raised = 0, near_cheaper = 0, first_searched = 0, cut = 0;
     int32_t bounded = 0, tight = 0, peak_tight = 0, bound_tight = 0, retaining = 0, retain_cheaper = 0, retain_dearer = 0;
     for (uint64_t seed = 1; tested < 250; seed++) {
         ck_assert_msg(seed < 2000, "too few instances small enough to enumerate");
@@ -419,6 +419,11 @@ START_TEST(oracle)
             if (b[k] < minp) ck_assert_int_eq(info.status, MP_RSOLVE_INFEASIBLE);
             near_cheaper += info.rins_cheaper; /* and the plan is the oracle's all the same */
             first_searched += info.first_searched;
+            if (info.gomory_cuts > 0) /* a valid bound: no cut removed the optimum */
+                ck_assert_msg(info.gomory_bound <= want + 1e-9 * (1 + want), "seed %llu budget %lld: cuts' bound %g "
+                              "above the least cost %g", (unsigned long long)seed, (long long)b[k], info.gomory_bound,
+                              want);
+            cut += info.gomory_cuts > 0;
             ck_assert(obj <= prev); /* monotone */
             double single = oracle_cost(oc1, n1, b[k]);
             ck_assert_msg(want <= single, "seed %llu budget %lld: groups %g, one gap %g", (unsigned long long)seed,
@@ -481,10 +486,12 @@ START_TEST(oracle)
            retaining, retain_cheaper, retain_dearer, repaired, repairs, repaired_least);
     printf("oracle: a solve's proof raised the least peak's lower bound (no time to search) on %d instances; RINS "
            "found a plan cheaper than the LP's rounding at %d budgets; where neither the warm start nor the rounding "
-           "fit, a search for any plan found the first at %d\n", proof_raised, near_cheaper, first_searched);
+           "fit, a search for any plan found the first at %d; Gomory's cuts raised the LP's bound at %d\n", proof_raised,
+           near_cheaper, first_searched, cut);
     ck_assert_int_ge(proof_raised, 50);
     ck_assert_int_ge(near_cheaper, 20);
     ck_assert_int_ge(first_searched, 20);
+    ck_assert_int_ge(cut, 100);
     ck_assert_int_ge(repaired, repairs / 2);
     ck_assert_int_ge(peak_tight, 100);
     ck_assert_int_ge(bounded, 100);
