@@ -296,7 +296,8 @@ static double any_plan_bound_checked(const mp_rgraph *rg, const mp_rspace *sp, i
 START_TEST(oracle)
 {
     int32_t tested = 0, budgets = 0, with_drops = 0, nontrivial = 0, several = 0, cheaper = 0, inside = 0;
-    int32_t repairs = 0, repaired = 0, repaired_least = 0, proof_raised = 0, near_cheaper = 0, first_searched = 0, cut = 0;
+    int32_t repairs = 0, repaired = 0, repaired_least = 0, proof_raised = 0, near_cheaper = 0, first_searched = 0;
+    int32_t cut = 0;
     int32_t bounded = 0, tight = 0, peak_tight = 0, bound_tight = 0, retaining = 0, retain_cheaper = 0, retain_dearer = 0;
     for (uint64_t seed = 1; tested < 250; seed++) {
         ck_assert_msg(seed < 2000, "too few instances small enough to enumerate");
@@ -486,8 +487,8 @@ START_TEST(oracle)
            retaining, retain_cheaper, retain_dearer, repaired, repairs, repaired_least);
     printf("oracle: a solve's proof raised the least peak's lower bound (no time to search) on %d instances; RINS "
            "found a plan cheaper than the LP's rounding at %d budgets; where neither the warm start nor the rounding "
-           "fit, a search for any plan found the first at %d; Gomory's cuts raised the LP's bound at %d\n", proof_raised,
-           near_cheaper, first_searched, cut);
+           "fit, a search for any plan found the first at %d; Gomory's cuts raised the LP's bound at %d\n",
+           proof_raised, near_cheaper, first_searched, cut);
     ck_assert_int_ge(proof_raised, 50);
     ck_assert_int_ge(near_cheaper, 20);
     ck_assert_int_ge(first_searched, 20);
