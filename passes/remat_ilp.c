@@ -37,6 +37,13 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* GLPK's time limit (ms, at least 1) for what is left until deadline. */
+static int ms_left(double deadline)
+{
+    double left = deadline - now();
+    return left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+}
+
 static int64_t vbytes(const mp_rspace *sp, int32_t c) { return sp->rg->bytes[sp->cand[c].value]; }
 
 static double plan_cost(const mp_rspace *sp, const int32_t *choice)
@@ -843,7 +850,7 @@ static int search_copy(const ilp *m, const int32_t *inc, double seconds, double 
  * breaks is rounding noise in the tableau, not a valid cut: it is dropped.
  * Returns the number of cuts (*bound: the bound they prove, in cost units),
  * 0 when none helped, -1 when out of memory. */
-static int gomory_bound(const ilp *m, const glp_smcp *lp_parm, double deadline, double *bound)
+static int gomory_bound(const ilp *m, const glp_smcp *lp_parm, double *bound)
 {
     int nc = glp_get_num_cols(m->P), added = 0;
     int *ind = malloc(((size_t)nc + 1) * sizeof *ind);
@@ -856,8 +863,8 @@ static int gomory_bound(const ilp *m, const glp_smcp *lp_parm, double deadline, 
     glp_copy_prob(Q, m->P, GLP_OFF);
     glp_smcp smcp = *lp_parm;
     smcp.presolve = GLP_OFF; /* from the copied optimal basis */
-    double t0 = now(), spend = (deadline - t0) / 8, left = deadline - t0;
-    smcp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+    double t0 = now(), spend = (m->deadline - t0) / 8;
+    smcp.tm_lim = ms_left(m->deadline);
     int st = glp_simplex(Q, &smcp) ? GLP_UNDEF : glp_get_status(Q);
     double best = st == GLP_OPT ? glp_get_obj_val(Q) : -INFINITY;
     for (int round = 0; round < GOMORY_ROUNDS && st == GLP_OPT && now() - t0 < spend; round++) {
@@ -877,8 +884,7 @@ static int gomory_bound(const ilp *m, const glp_smcp *lp_parm, double deadline, 
         }
         glp_delete_prob(pool);
         if (!kept) break;
-        left = deadline - now();
-        smcp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+        smcp.tm_lim = ms_left(m->deadline);
         st = glp_simplex(Q, &smcp) ? GLP_UNDEF : glp_get_status(Q);
         if (st != GLP_OPT) break;
         added += kept;
@@ -933,10 +939,11 @@ static int adopt(ilp *m, const int32_t *plan, int64_t peak, int32_t *choice, boo
  * peak, where the greedy stops short of the budget), the first plan of a
  * search on the whole program, on a quarter of the time left, is the plan
  * RINS starts from. -1 on an error (err). */
-static int near_plan(ilp *m, const int32_t *inc, double deadline, double gap_limit, bool progress, int32_t *choice,
-                     bool *rounded, solve_out *out, mp_err *err)
+static int near_plan(ilp *m, const int32_t *inc, double gap_limit, bool progress, int32_t *choice, bool *rounded,
+                     solve_out *out, mp_err *err)
 {
     const mp_rspace *sp = m->sp;
+    double deadline = m->deadline;
     if (deadline - now() < 0.05) return 0;
     int32_t *near = malloc(((size_t)sp->ndrop + 1) * sizeof *near), open = 0;
     if (!near) return mp_fail(err, "out of memory in the remat ILP");
@@ -1001,8 +1008,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
     int st = GLP_UNDEF, added = 0;
     bool rounded = false;
     do { /* the LP, then again while it breaks pending frontier rows */
-        double left = deadline - now();
-        smcp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+        smcp.tm_lim = ms_left(deadline);
         int ret = glp_simplex(m.P, &smcp);
         out->stalled |= ret == GLP_ESING || ret == GLP_ECOND || ret == GLP_EFAIL;
         smcp.presolve = GLP_OFF;
@@ -1019,8 +1025,7 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
             mp_fail(err, "out of memory in the remat ILP");
             goto done;
         }
-        double left = deadline - now();
-        smcp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+        smcp.tm_lim = ms_left(deadline);
         glp_simplex(m.P, &smcp);
         st = glp_get_status(m.P);
     }
@@ -1057,13 +1062,9 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
                 best_cost = score, best_peak = rpk, better = true;
             }
         }
-        if (better && !m.heur) m.heur = malloc(((size_t)out->cols + 1) * sizeof *m.heur);
-        if (better && m.heur) {
-            plan_columns(&m, best, best_peak, m.heur);
-            memcpy(choice, best, (size_t)sp->ndrop * sizeof *choice); /* the fallback if the search finds nothing */
-            rounded = true;
-            offer(m.offer, choice);
-            m.offered_cost = best_cost;
+        if (better && adopt(&m, best, best_peak, choice, &rounded, err)) { /* the fallback if the search finds none */
+            free(lp), free(rp), free(best);
+            goto done;
         }
         if (progress && better)
             fprintf(stderr, "remat ilp: LP rounding gives %s %g, %.2f s left\n", peak_mode ? "peak" : "cost", best_cost,
@@ -1071,11 +1072,11 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
         free(lp), free(rp), free(best);
     }
     if (st == GLP_OPT && !peak_mode && !lp_only &&
-        near_plan(&m, rounded ? choice : warm, deadline, gap_limit, progress, choice, &rounded, out, err))
+        near_plan(&m, rounded ? choice : warm, gap_limit, progress, choice, &rounded, out, err))
         goto done;
     double so_far = !m.heur ? 0 : plan_cost(sp, rounded ? choice : warm), cut_bound;
     if (st == GLP_OPT && !peak_mode && !lp_only && m.heur && so_far - out->bound > gap_limit * so_far) {
-        int cuts = gomory_bound(&m, &smcp, deadline, &cut_bound);
+        int cuts = gomory_bound(&m, &smcp, &cut_bound);
         if (cuts < 0) {
             mp_fail(err, "out of memory in the remat ILP");
             goto done;
@@ -1129,11 +1130,9 @@ static int solve_once(const mp_rspace *sp, int64_t budget, bool peak_mode, bool 
              * the time limit), and the most fractional one is branched on; on small ones the rule pays (Checkmate's
              * SegNet at 0.8, 2,400: 0.30 % from the bound, against 0.73 %) */
             if (glp_get_num_nz(m.P) > MFV_NZ) iocp.br_tech = GLP_BR_MFV;
-            left = deadline - now();
-            smcp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+            smcp.tm_lim = ms_left(deadline);
             glp_simplex(m.P, &smcp); /* the rows are implied: the basis stays optimal */
-            left = deadline - now();
-            iocp.tm_lim = left > 0.001 ? (int)fmin(left * 1000, 1e9) : 1;
+            iocp.tm_lim = ms_left(deadline);
             if (glp_get_status(m.P) == GLP_OPT) ret = glp_intopt(m.P, &iocp);
             if (m.closed) ret = GLP_EMIPGAP;
             out->stalled |= ret == GLP_EFAIL;
