@@ -13,7 +13,8 @@
  * --expand: recipes that make an input for themselves on graphs of at most
  * NODES nodes (mp_rspace_opts.expand_nodes, default 0). --retain-over:
  * retaining candidates also where a recipe reruns more than N nodes
- * (mp_rspace_opts.retain_over; default only where no recipe is offered).
+ * (mp_rspace_opts.retain_over; default only where no recipe is offered, and
+ * everywhere on graphs of at most mp_rspace_opts.retain_nodes, 200, nodes).
  *
  * Exit status 1 if any ILP plan's recount exceeds the budget or differs from
  * the peak the ILP counted (the row says which), or its pruned order does

@@ -4,7 +4,7 @@
 #
 #   bench/remat_bench.sh [BUILD_DIR] [--time-limit SEC] [--expand NODES] [--retain-over N]
 #       (default: build, the solver's default limit, no recipes making an input inside, retaining candidates only
-#       where no recipe is offered)
+#       where no recipe is offered, and everywhere on graphs of at most 200 nodes)
 #
 # Prints the markdown table of docs/benchmarks.md; exits 1 if a plan's recount disagrees with the ILP.
 set -eu

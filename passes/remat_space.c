@@ -12,7 +12,7 @@
 mp_rspace_opts mp_rspace_defaults(void)
 {
     return (mp_rspace_opts){.max_candidates = 6, .max_gaps = 4, .max_recipe = 64, .min_fraction = 0,
-                            .retain = true, .retain_over = INT32_MAX, .expand_nodes = 0};
+                            .retain = true, .retain_over = INT32_MAX, .retain_nodes = 200, .expand_nodes = 0};
 }
 
 static bool flag(const uint8_t *a, int32_t i) { return a && a[i]; }
@@ -549,6 +549,7 @@ int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp,
     if (b.o.max_candidates < 1) b.o.max_candidates = 1;
     if (b.o.max_recipe < 1) b.o.max_recipe = 1;
     if (b.o.max_gaps < 1) b.o.max_gaps = 1;
+    if (rg->nnodes <= b.o.retain_nodes) b.o.retain_over = 1; /* small graphs: retaining candidates everywhere */
     sp->rg = rg;
     size_t nv = (size_t)rg->nvalues + 1, nn = (size_t)rg->nnodes + 1;
     sp->first_use = malloc(nv * sizeof *sp->first_use);

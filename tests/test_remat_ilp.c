@@ -313,7 +313,9 @@ START_TEST(oracle)
         mp_rspace_opts so = mp_rspace_defaults(); /* odd seeds: recipes that make an input for themselves too */
         so.expand_nodes = seed % 2 ? 1000 : 0;
         so.retain_over = seed % 4 ? 1 : INT32_MAX; /* retaining candidates wherever a recipe reruns an input (the
-                                                    * default offers them only where no recipe is, rare here) */
+                                                    * default on graphs this small), or only where no recipe is (the
+                                                    * default on big ones, rare here) */
+        so.retain_nodes = 0;
         ck_assert_msg(!mp_rspace_build(&rg, &so, &sp, &err), "%s", err.msg);
         outcome *oc = NULL;
         int32_t n = enumerate(&rg, &sp, &oc, 4000);
@@ -594,7 +596,7 @@ START_TEST(checkmate)
            "every plan equal to Checkmate's cost at %d budgets\n",
            graphs, unsolved, budgets, equal, above, below, peak_above, outside, bound_tight);
     ck_assert_int_le(unsolved, graphs * 6 / 50);
-    ck_assert_int_ge(equal, budgets * 3 / 4); /* 80 % */
+    ck_assert_int_ge(equal, budgets * 9 / 10); /* 96 %; 80 % without retaining candidates everywhere on small graphs */
     ck_assert_int_le(peak_above, graphs / 2);
 }
 END_TEST
