@@ -37,7 +37,7 @@ typedef struct checkmate_milp {
     const mp_rgraph *rg;
     int32_t n, nv;
     int *rcol;                /* R[t][i] at t*(t+1)/2 + i */
-    int *scol;                /* S[t][v] at t*nv + v; 0 where v cannot be carried in (resident, or made at or after t) */
+    int *scol;                /* S[t][v] at t*nv + v; 0 where v cannot be carried in (resident, made at t or later) */
     int32_t *last;            /* nvalues: its last reader in the store-everything order (its producer when none) */
     int32_t *use_off, *use;   /* the readers of each value, ascending (CSR) */
     int *fcol, *prev_fcol;    /* the frees after the node just written and the one before (columns) */
@@ -158,10 +158,12 @@ static void cm_build(checkmate_milp *m, int64_t budget)
             if (out > 0) m->ind[++len] = cm_R(m, t, k), m->val[len] = -out;
             if (k == 0) {
                 for (int32_t v = 0; v < nv; v++)
-                    if (cm_S(m, t, v) && rg->bytes[v] > 0) m->ind[++len] = cm_S(m, t, v), m->val[len] = -(double)rg->bytes[v];
+                    if (cm_S(m, t, v) && rg->bytes[v] > 0)
+                        m->ind[++len] = cm_S(m, t, v), m->val[len] = -(double)rg->bytes[v];
             } else {
                 m->ind[++len] = prevU, m->val[len] = -1;
-                for (int32_t f = 0; f < m->prev_nf; f++) m->ind[++len] = m->prev_fcol[f], m->val[len] = m->prev_fbytes[f];
+                for (int32_t f = 0; f < m->prev_nf; f++)
+                    m->ind[++len] = m->prev_fcol[f], m->val[len] = m->prev_fbytes[f];
             }
             cm_row(m, len, GLP_FX, 0, 0);
             cm_frees(m, t, k); /* after k: they enter U[t][k+1]'s row */

@@ -527,10 +527,11 @@ END_TEST
  * optimal, which the oracle above checks against every choice vector), from
  * just below the space's least peak to store everything. Checkmate's orders
  * recount within the budget at the cost it states, the bound on every plan
- * is never above it, and none fits below the bound on every plan's peak. Where both fit, the space's least cost is counted
- * as equal to Checkmate's, above it (an order the space misses), or below it
- * (two recipes of one phase running a node twice, outside the staged
- * orders); below the space's least peak, where a staged order still fits. */
+ * is never above it, and none fits below the bound on every plan's peak.
+ * Where both fit, the space's least cost is counted as equal to Checkmate's,
+ * above it (an order the space misses), or below it (two recipes of one phase
+ * running a node twice, outside the staged orders); below the space's least
+ * peak, where a staged order still fits. */
 START_TEST(checkmate)
 {
     int32_t graphs = 0, budgets = 0, equal = 0, above = 0, below = 0, peak_above = 0, bound_tight = 0, unsolved = 0;
