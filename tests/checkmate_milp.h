@@ -55,11 +55,12 @@ static void cm_row(checkmate_milp *m, int len, int type, double lb, double ub)
     glp_set_mat_row(m->P, r, len, m->ind, m->val);
 }
 
-static int cm_col(checkmate_milp *m, int kind, int type, double lb, double ub)
+/* A binary column, or (GLP_CV) a continuous one in [0, ub]. */
+static int cm_col(checkmate_milp *m, int kind, double ub)
 {
     int c = glp_add_cols(m->P, 1);
     glp_set_col_kind(m->P, c, kind);
-    if (kind != GLP_BV) glp_set_col_bnds(m->P, c, type, lb, ub);
+    if (kind != GLP_BV) glp_set_col_bnds(m->P, c, GLP_DB, 0, ub);
     return c;
 }
 
@@ -91,7 +92,7 @@ static void cm_frees(checkmate_milp *m, int32_t t, int32_t k)
             bool seen = false; /* a node reading v twice frees it once */
             for (int32_t q = lo; q < e && !seen; q++) seen = (pass ? rg->in[q] : rg->out[q]) == v;
             if (seen) continue;
-            int F = cm_col(m, GLP_CV, GLP_DB, 0, 1);
+            int F = cm_col(m, GLP_CV, 1);
             m->ind[1] = F, m->val[1] = 1;
             m->ind[2] = cm_R(m, t, k), m->val[2] = -1;
             cm_row(m, 2, GLP_UP, 0, 0);
@@ -119,7 +120,7 @@ static void cm_build(checkmate_milp *m, int64_t budget)
     glp_set_obj_dir(m->P, GLP_MIN);
     for (int32_t t = 0; t < n; t++)
         for (int32_t i = 0; i <= t; i++) {
-            int c = m->rcol[t * (t + 1) / 2 + i] = cm_col(m, GLP_BV, 0, 0, 1);
+            int c = m->rcol[t * (t + 1) / 2 + i] = cm_col(m, GLP_BV, 1);
             if (i == t) cm_fix(m, c, 1);
             else if (!cm_flag(rg->recomputable, i) || cm_pinned_alive(m, i, t)) cm_fix(m, c, 0);
             else glp_set_obj_coef(m->P, c, rg->cost ? rg->cost[i] : 0);
@@ -128,7 +129,7 @@ static void cm_build(checkmate_milp *m, int64_t budget)
         for (int32_t v = 0; v < nv; v++) {
             int32_t p = rg->producer[v];
             if (p < 0 || p >= t) continue;
-            int c = m->scol[t * nv + v] = cm_col(m, GLP_BV, 0, 0, 1);
+            int c = m->scol[t * nv + v] = cm_col(m, GLP_BV, 1);
             if (cm_flag(rg->keep_to_end, v) || (cm_flag(rg->pinned, v) && t <= m->last[v])) cm_fix(m, c, 1);
         }
     for (int32_t t = 0; t < n; t++) {
@@ -151,7 +152,7 @@ static void cm_build(checkmate_milp *m, int64_t budget)
         }
         int prevU = 0;
         for (int32_t k = 0; k <= t; k++) { /* the bytes while each node of the stage runs */
-            int U = cm_col(m, GLP_CV, GLP_DB, 0, (double)(budget - resident)), len = 0;
+            int U = cm_col(m, GLP_CV, (double)(budget - resident)), len = 0;
             m->ind[++len] = U, m->val[len] = 1;
             double out = 0;
             for (int32_t o = rg->out_off[k]; o < rg->out_off[k + 1]; o++) out += (double)rg->bytes[rg->out[o]];
