@@ -32,7 +32,9 @@
  *   - or (retention) a third candidate runs v's producer alone, keeping each
  *     of its inputs that died before q alive from its last use until the
  *     latest chosen recipe reading it (Moccasin's retention intervals),
- *     instead of rerunning that input's cone;
+ *     instead of rerunning that input's cone; on small graphs a droppable
+ *     input away at q may be retained the same way inside its gap, from the
+ *     gap's start until its latest reader, coming back after that;
  *   - the cost of a plan is the sum of its recipes' costs; its peak is counted
  *     step by step, recipe nodes included.
  * The ILP (GLPK) chooses at most one candidate per group; mp_rsched_count()
@@ -149,6 +151,11 @@ typedef struct mp_rspace_opts {
     int32_t retain_nodes;   /* on graphs of at most this many nodes, retain_over = 1 (default 200): Checkmate's exact
                              * program (tests/checkmate_milp.h) finds cheaper orders at a fifth of the budgets of
                              * small random graphs without them, 4 % with them (docs/ilp.md) */
+    int32_t gap_retain_nodes; /* on graphs of at most this many nodes (default 32), a recipe may read a value in
+                             * the gap it is away in: the value then leaves only after its latest such reader
+                             * (retained in its gap) and comes back later, as Checkmate's orders do. It weakens
+                             * the LP: on Checkmate's graphs (45-185 nodes) it changed no plan and slowed the
+                             * search (fcn_8 at 0.7: 13 % from its bound after 5 s, 0.03 % without) */
     int32_t expand_nodes;   /* second candidates whose recipe makes an away input for itself, on graphs of at
                              * most this many nodes (default 0, never: they more than double the program and
                              * weaken its LP, so the time-limited search loses more than they win, docs/ilp.md) */
@@ -164,7 +171,11 @@ typedef struct mp_rcand {
     double cost;
     int64_t recipe_peak;      /* extra bytes while the recipe runs, value included */
     int32_t nfront, *front;   /* values read by the recipe and inside one of their groups' gaps at step
-                               * (mp_rspace_group): that group must be kept or back by step */
+                               * (mp_rspace_group): that group must be kept or back by step, */
+    uint8_t *front_leaves;    /* nfront: or, where 1, the value may stay away until later, retained in its gap
+                               * until its latest chosen reader (mp_rspace_opts.gap_retain_nodes; only where the
+                               * recipe has reached its peak by its last read of the value, so that freeing it
+                               * there changes no count) */
     int32_t nexpand, *expand; /* values the recipe makes again for itself although they are live at step: they
                                * must be away then (their group comes back after step), and the recipe frees
                                * its copy after its last read, as it frees intermediates */

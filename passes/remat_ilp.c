@@ -200,15 +200,23 @@ done:
 #define SMALL_PROGRAM 2000 /* candidates: cuts (and the cover rows they need) pay off up to about this size */
 #define MFV_NZ 100000      /* non-zeros above which the second search branches on the most fractional candidate */
 
-/* A retained value and a candidate whose recipe reads it, with the reader's place in the order. */
+/* A retained value and a candidate whose recipe reads it, with the reader's place in the order. The span says
+ * where the value is kept alive: after its last use (span = value), or in the gap of its group g while it is
+ * away there (span = nvalues + g: gap retention, where the space allows it). */
 typedef struct ret_entry {
-    int32_t value, step, group, cand;
+    int32_t value, step, group, cand, span;
 } ret_entry;
+
+/* Two entries of one span read at the same place in the order: the same step, the same group. */
+static bool same_place(const ret_entry *x, const ret_entry *y)
+{
+    return x->span == y->span && x->step == y->step && x->group == y->group;
+}
 
 static int cmp_ret(const void *a, const void *b)
 {
     const ret_entry *x = a, *y = b;
-    if (x->value != y->value) return (x->value > y->value) - (x->value < y->value);
+    if (x->span != y->span) return (x->span > y->span) - (x->span < y->span);
     if (x->step != y->step) return (x->step > y->step) - (x->step < y->step);
     return (x->group > y->group) - (x->group < y->group);
 }
@@ -239,12 +247,12 @@ typedef struct ilp {
     uint8_t *written;         /* nfront */
     int *prow;                /* cost mode: the phase rows, and the step of each (set_budget moves their bounds) */
     int32_t *pstep, nphase;
-    /* retention: a column z_e per entry, by value, then in the order the readers run; z_e = 1 when a chosen
+    /* retention: a column z_e per entry, by span, then in the order the readers run; z_e = 1 when a chosen
      * reader at e or later keeps the value alive, so the value lives until the latest one */
     ret_entry *ret;
     int32_t nret;
     int *zcol;
-    int32_t *ret_first;       /* nvalues + 1: the entries of value x are ret[ret_first[x] .. ret_first[x + 1]) */
+    int32_t *ret_first;       /* nvalues + ndrop + 1: the entries of span s are ret[ret_first[s] .. ret_first[s + 1]) */
     int32_t *at_off, *at;     /* the entries by step (nnodes + 1 offsets), each step's by value, then group */
     int64_t *ret_node, *ret_phase; /* nnodes: the most bytes retention can add at node t, and before it */
     const mp_rsolve_opts *offer; /* cost mode: on_plan gets each incumbent */
@@ -286,14 +294,30 @@ static bool phase_binds(const ilp *m, int32_t c)
     return sp->base_between[q] - vbytes(sp, c) + sp->cand[c].recipe_peak + m->ret_phase[q] > m->floor;
 }
 
-/* The entries of the retention columns, bucketed by value and by step, and
- * the most bytes retention can add at each node (a value from its last use
- * to its latest reader's step) and each phase (to that step's phase). */
+/* The first step span s keeps its value alive at: after its last use, or from the start of its gap. */
+static int32_t span_from(const mp_rspace *sp, int32_t s)
+{
+    return s < sp->rg->nvalues ? sp->last_use[s] + 1 : sp->gap_start[s - sp->rg->nvalues] + 1;
+}
+
+/* The group of c's f-th frontier input when that input may be away at c's step (a candidate of the group holding
+ * that step comes back later), -1 otherwise. */
+static int32_t away_group(const mp_rspace *sp, int32_t c, int32_t f)
+{
+    int32_t j = mp_rspace_group(sp, sp->cand[c].front[f], sp->cand[c].step);
+    return j >= 0 && sp->cand_off[j + 1] > sp->cand_off[j] && sp->cand[sp->cand_off[j + 1] - 1].step > sp->cand[c].step
+               ? j
+               : -1;
+}
+
+/* The entries of the retention columns, bucketed by span and by step, and
+ * the most bytes retention can add at each node (a value from its span's
+ * start to its latest reader's step) and each phase (to that step's phase). */
 static int build_retention(ilp *m)
 {
     const mp_rspace *sp = m->sp;
-    int32_t nn = sp->rg->nnodes, nv = sp->rg->nvalues, n = 0;
-    for (int32_t c = 0; c < sp->ncand; c++) n += sp->cand[c].nretain;
+    int32_t nn = sp->rg->nnodes, nv = sp->rg->nvalues + sp->ndrop, n = 0; /* nv: spans */
+    for (int32_t c = 0; c < sp->ncand; c++) n += sp->cand[c].nretain + sp->cand[c].nfront;
     m->ret = malloc(((size_t)n + 1) * sizeof *m->ret);
     m->zcol = calloc((size_t)n + 1, sizeof *m->zcol);
     m->at = malloc(((size_t)n + 1) * sizeof *m->at);
@@ -306,11 +330,17 @@ static int build_retention(ilp *m)
         free(pos);
         return -1;
     }
-    for (int32_t c = 0; c < sp->ncand; c++)
-        for (int32_t k = 0; k < sp->cand[c].nretain; k++)
-            m->ret[m->nret++] = (ret_entry){sp->cand[c].retain[k], sp->cand[c].step, sp->cand[c].group, c};
+    for (int32_t c = 0; c < sp->ncand; c++) {
+        const mp_rcand *rc = &sp->cand[c];
+        for (int32_t k = 0; k < rc->nretain; k++)
+            m->ret[m->nret++] = (ret_entry){rc->retain[k], rc->step, rc->group, c, rc->retain[k]};
+        for (int32_t f = 0; f < rc->nfront; f++) {
+            int32_t j = away_group(sp, c, f);
+            if (j >= 0 && rc->front_leaves[f]) m->ret[m->nret++] = (ret_entry){rc->front[f], rc->step, rc->group, c, sp->rg->nvalues + j};
+        }
+    }
     qsort(m->ret, (size_t)m->nret, sizeof *m->ret, cmp_ret);
-    for (int32_t e = 0; e < m->nret; e++) m->ret_first[m->ret[e].value + 1]++, m->at_off[m->ret[e].step + 1]++;
+    for (int32_t e = 0; e < m->nret; e++) m->ret_first[m->ret[e].span + 1]++, m->at_off[m->ret[e].step + 1]++;
     for (int32_t x = 0; x < nv; x++) m->ret_first[x + 1] += m->ret_first[x];
     for (int32_t t = 0; t < nn; t++) m->at_off[t + 1] += m->at_off[t];
     memcpy(pos, m->at_off, (size_t)nn * sizeof *pos);
@@ -318,8 +348,8 @@ static int build_retention(ilp *m)
     free(pos);
     for (int32_t x = 0; x < nv; x++) { /* difference arrays, summed below */
         if (m->ret_first[x] == m->ret_first[x + 1]) continue;
-        int64_t b = sp->rg->bytes[x];
-        int32_t from = sp->last_use[x] + 1, to = m->ret[m->ret_first[x + 1] - 1].step;
+        int64_t b = sp->rg->bytes[m->ret[m->ret_first[x]].value];
+        int32_t from = span_from(sp, x), to = m->ret[m->ret_first[x + 1] - 1].step;
         m->ret_node[from] += b, m->ret_node[to] -= b;
         m->ret_phase[from] += b, m->ret_phase[to + 1] -= b;
     }
@@ -372,12 +402,15 @@ static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, i
         for (int32_t k = hi; next_l && k < to && sp->cand[cat[k]].group == sp->cand[cat[hi]].group; k++)
             if (put(m, row, cat[k] + 1, -(double)vbytes(sp, cat[k]) / u)) return -1;
         for (int32_t k = m->at_off[q]; k < m->at_off[q + 1]; k++) {
-            int32_t e = m->at[k];
+            /* a run of entries of one span at this position (several candidates of the group read the value) adds
+             * z of its first less z of the next after it */
+            int32_t e = m->at[k], end = e;
             const ret_entry *r = &m->ret[e];
-            if (r->group != g) continue;
+            if (r->group != g || (e > m->ret_first[r->span] && same_place(&m->ret[e - 1], r))) continue;
+            while (end + 1 < m->ret_first[r->span + 1] && same_place(&m->ret[end + 1], r)) end++;
             double b = (double)sp->rg->bytes[r->value] / u;
             if (put(m, row, m->zcol[e], b) ||
-                (e + 1 < m->ret_first[r->value + 1] && put(m, row, m->zcol[e + 1], -b)))
+                (end + 1 < m->ret_first[r->span + 1] && put(m, row, m->zcol[end + 1], -b)))
                 return -1;
         }
         for (int32_t j = lo; j < hi; j++) {
@@ -532,13 +565,12 @@ static int build_model(ilp *m, mp_err *err)
                 if (sp->cand[o].step > sp->cand[c].step && put(m, r, o + 1, -1)) goto oom;
         }
     /* frontier rows x_c + (v's candidates after step(c)) <= 1 are many and
-     * seldom bind: they join the LP when its solution breaks them (add_front) */
+     * seldom bind: they join the LP when its solution breaks them (add_front).
+     * An input that may leave after c reads it gets retention rows instead (below). */
     for (int32_t c = 0; c < nc; c++)
         for (int32_t f = 0; f < sp->cand[c].nfront; f++) {
-            int32_t j = mp_rspace_group(sp, sp->cand[c].front[f], sp->cand[c].step);
-            if (j < 0 || sp->cand_off[j + 1] == sp->cand_off[j] ||
-                sp->cand[sp->cand_off[j + 1] - 1].step <= sp->cand[c].step)
-                continue; /* never away then */
+            int32_t j = away_group(sp, c, f);
+            if (j < 0 || sp->cand[c].front_leaves[f]) continue; /* never away then, or retained */
             if (m->nfront == m->capfront) {
                 int32_t cap = m->capfront ? 2 * m->capfront : 256;
                 int32_t *p = realloc(m->front, (size_t)cap * 2 * sizeof *p);
@@ -562,18 +594,23 @@ static int build_model(ilp *m, mp_err *err)
         double b = (double)vbytes(sp, c) / u;
         if ((ka >= 0 && put(m, chain[ka], c + 1, -b)) || (ks >= 0 && put(m, chain[ks], c + 1, b))) goto oom;
     }
-    /* retention: z_e >= x of its reader, z_e >= z_{e+1} (the same value's next reader), and z_e keeps its
-     * value's bytes in D_t at the nodes from the previous reader's step (the first: last use + 1) to its own */
+    /* retention: z_e >= x of its reader (in a gap: and the value back only after it, x_c + (its group's
+     * candidates after step(c)) - 1), z_e >= z_{e+1} (the span's next reader), and z_e keeps its value's bytes in
+     * D_t at the nodes from the previous reader's step (the first: the span's start) to its own */
     for (int32_t e = 0; e < m->nret; e++) {
         const ret_entry *r = &m->ret[e];
-        int row = new_row(m, GLP_LO, 0, 0);
+        bool gap = r->span >= sp->rg->nvalues;
+        int32_t j = r->span - sp->rg->nvalues;
+        int row = new_row(m, GLP_LO, gap ? -1 : 0, 0);
         if (put(m, row, m->zcol[e], 1) || put(m, row, r->cand + 1, -1)) goto oom;
-        bool first = e == m->ret_first[r->value], more = e + 1 < m->ret_first[r->value + 1];
+        for (int32_t o = gap ? sp->cand_off[j] : 0; gap && o < sp->cand_off[j + 1]; o++)
+            if (sp->cand[o].step > r->step && put(m, row, o + 1, -1)) goto oom;
+        bool first = e == m->ret_first[r->span], more = e + 1 < m->ret_first[r->span + 1];
         if (more) {
             row = new_row(m, GLP_LO, 0, 0);
             if (put(m, row, m->zcol[e], 1) || put(m, row, m->zcol[e + 1], -1)) goto oom;
         }
-        int32_t from = first ? sp->last_use[r->value] + 1 : m->ret[e - 1].step, ks = next[from], ke = next[r->step];
+        int32_t from = first ? span_from(sp, r->span) : m->ret[e - 1].step, ks = next[from], ke = next[r->step];
         double b = (double)sp->rg->bytes[r->value] / u;
         if (from >= r->step || ks == ke) continue;
         if ((ks >= 0 && put(m, chain[ks], m->zcol[e], b)) || (ke >= 0 && put(m, chain[ke], m->zcol[e], -b))) goto oom;
@@ -584,12 +621,13 @@ static int build_model(ilp *m, mp_err *err)
         const mp_rcand *cc = &sp->cand[c];
         for (int32_t i = 0; i < cc->nrecipe; i++)
             for (int32_t k = sp->rg->out_off[cc->recipe[i]]; k < sp->rg->out_off[cc->recipe[i] + 1]; k++) {
-                int32_t y = sp->rg->out[k], e = m->ret_first[y];
-                if (y == cc->value || sp->last_use[y] >= cc->step) continue;
-                while (e < m->ret_first[y + 1] &&
+                int32_t y = sp->rg->out[k], g = mp_rspace_group(sp, y, cc->step);
+                int32_t s = sp->last_use[y] < cc->step ? y : g >= 0 ? sp->rg->nvalues + g : -1, e = s < 0 ? 0 : m->ret_first[s];
+                if (y == cc->value || s < 0) continue;
+                while (e < m->ret_first[s + 1] &&
                        (m->ret[e].step < cc->step || (m->ret[e].step == cc->step && m->ret[e].group < cc->group)))
                     e++;
-                if (e == m->ret_first[y + 1]) continue;
+                if (e == m->ret_first[s + 1]) continue;
                 int row = new_row(m, GLP_UP, 0, 1);
                 if (put(m, row, c + 1, 1) || put(m, row, m->zcol[e], 1)) goto oom;
             }
@@ -640,10 +678,12 @@ static int plan_columns(const ilp *m, const int32_t *choice, int64_t peak, doubl
     }
     for (int32_t e = m->nret - 1; e >= 0; e--) { /* z_e: a chosen reader at e or later; the latest keeps it */
         const ret_entry *r = &m->ret[e];
-        bool later = e + 1 < m->ret_first[r->value + 1] && x[m->zcol[e + 1]] > 0.5;
-        x[m->zcol[e]] = later || choice[r->group] == r->cand;
+        bool later = e + 1 < m->ret_first[r->span + 1] && x[m->zcol[e + 1]] > 0.5;
+        int32_t j = r->span - sp->rg->nvalues; /* in a gap: only while the value is away at the reader's step */
+        bool away = j < 0 || (choice[j] >= 0 && sp->cand[choice[j]].step > r->step);
+        x[m->zcol[e]] = later || (choice[r->group] == r->cand && away);
         if (x[m->zcol[e]] > 0.5 && !later) {
-            delta[sp->last_use[r->value] + 1] -= sp->rg->bytes[r->value];
+            delta[span_from(sp, r->span)] -= sp->rg->bytes[r->value];
             delta[r->step] += sp->rg->bytes[r->value];
         }
     }
@@ -680,7 +720,8 @@ static int add_front(ilp *m, bool all)
         int32_t iw = sp->cand[c].group;
         for (int32_t o = sp->cand_off[iw]; o < sp->cand_off[iw + 1] && sp->cand[o].step <= sp->cand[c].step; o++) {
             bool reads = false;
-            for (int32_t f = 0; f < sp->cand[o].nfront && !reads; f++) reads = sp->cand[o].front[f] == sp->drop[j];
+            for (int32_t f = 0; f < sp->cand[o].nfront && !reads; f++) /* (not those that may retain it) */
+                reads = sp->cand[o].front[f] == sp->drop[j] && !sp->cand[o].front_leaves[f];
             if (!reads || mp_rspace_group(sp, sp->drop[j], sp->cand[o].step) != j) continue;
             ind[++len] = o + 1, val[len] = 1;
             act += glp_get_col_prim(m->P, o + 1);

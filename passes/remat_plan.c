@@ -39,24 +39,50 @@ static bool runs_after(const mp_rcand *a, const mp_rcand *b)
     return a->step > b->step || (a->step == b->step && a->group > b->group);
 }
 
-/* The chosen recipe that reads each retained value last: (*last)[x] indexes
- * sp->cand, -1 when x is not retained. */
+/* The retained spans of a plan: a value x retained after its last use is span
+ * x; a droppable value retained in the gap of its group g (a chosen recipe
+ * reads it there while it is away: it comes back later) is span nvalues + g. */
+static int32_t span_count(const mp_rspace *sp) { return sp->rg->nvalues + sp->ndrop; }
+
+static int64_t span_bytes(const mp_rspace *sp, int32_t s)
+{
+    return sp->rg->bytes[s < sp->rg->nvalues ? s : sp->drop[s - sp->rg->nvalues]];
+}
+
+/* The first step a span keeps its value alive at. */
+static int32_t span_from(const mp_rspace *sp, int32_t s)
+{
+    return s < sp->rg->nvalues ? sp->last_use[s] + 1 : sp->gap_start[s - sp->rg->nvalues] + 1;
+}
+
+/* The span in which c's f-th frontier input is retained in the plan (it is away at c's step and may leave after
+ * c reads it), -1 otherwise. */
+static int32_t gap_span(const mp_rspace *sp, const mp_rplan *p, const mp_rcand *c, int32_t f)
+{
+    int32_t g = mp_rspace_group(sp, c->front[f], c->step);
+    return c->front_leaves[f] && back_at(sp, p, g) > c->step ? sp->rg->nvalues + g : -1;
+}
+
+/* The chosen recipe that reads each retained span last: (*last)[s] indexes
+ * sp->cand, -1 when nothing is retained there. */
 static int latest_readers(const mp_rspace *sp, const mp_rplan *p, int32_t **last, mp_err *err)
 {
-    *last = malloc(((size_t)sp->rg->nvalues + 1) * sizeof **last);
+    *last = malloc(((size_t)span_count(sp) + 1) * sizeof **last);
     if (!*last) return mp_fail(err, "out of memory counting a remat plan");
-    for (int32_t v = 0; v < sp->rg->nvalues; v++) (*last)[v] = -1;
+    for (int32_t s = 0; s < span_count(sp); s++) (*last)[s] = -1;
     for (int32_t i = 0; i < sp->ndrop; i++) {
         int32_t c = p->choice[i];
-        for (int32_t k = 0; c >= 0 && k < sp->cand[c].nretain; k++) {
-            int32_t x = sp->cand[c].retain[k];
-            if ((*last)[x] < 0 || runs_after(&sp->cand[c], &sp->cand[(*last)[x]])) (*last)[x] = c;
+        if (c < 0) continue;
+        const mp_rcand *rc = &sp->cand[c];
+        for (int32_t k = 0; k < rc->nretain + rc->nfront; k++) {
+            int32_t s = k < rc->nretain ? rc->retain[k] : gap_span(sp, p, rc, k - rc->nretain);
+            if (s >= 0 && ((*last)[s] < 0 || runs_after(rc, &sp->cand[(*last)[s]]))) (*last)[s] = c;
         }
     }
     return 0;
 }
 
-/* No chosen recipe makes again a value that is retained when it runs (last:
+/* No chosen recipe makes again a value while it is retained (last:
  * latest_readers): the recount would replace the retained instance, which
  * the model does not count. */
 static int check_retained(const mp_rspace *sp, const mp_rplan *p, const int32_t *last, mp_err *err)
@@ -68,12 +94,12 @@ static int check_retained(const mp_rspace *sp, const mp_rplan *p, const int32_t 
         const mp_rcand *c = &sp->cand[p->choice[i]];
         for (int32_t r = 0; r < c->nrecipe && !rc; r++)
             for (int32_t k = rg->out_off[c->recipe[r]]; k < rg->out_off[c->recipe[r] + 1] && !rc; k++) {
-                int32_t y = rg->out[k];
-                if (y == c->value || last[y] < 0 || sp->last_use[y] >= c->step || runs_after(c, &sp->cand[last[y]]))
-                    continue;
+                int32_t y = rg->out[k], g = mp_rspace_group(sp, y, c->step);
+                int32_t s = sp->last_use[y] < c->step ? y : g >= 0 ? rg->nvalues + g : -1;
+                if (y == c->value || s < 0 || last[s] < 0 || runs_after(c, &sp->cand[last[s]])) continue;
                 rc = mp_fail(err, "remat plan: recomputing value %d (output of '%s') before step %d makes value %d "
                              "(output of '%s') again while it is retained until step %d", c->value,
-                             producer_name(rg, c->value), c->step, y, producer_name(rg, y), sp->cand[last[y]].step);
+                             producer_name(rg, c->value), c->step, y, producer_name(rg, y), sp->cand[last[s]].step);
             }
     }
     return rc;
@@ -81,9 +107,10 @@ static int check_retained(const mp_rspace *sp, const mp_rplan *p, const int32_t 
 
 /* Every choice is one of its group's candidates, every recipe input that
  * may be away is kept or back by the recipe's step in the group holding that
- * step (same step: its recipe runs first, in producer order), every value
- * a recipe makes for itself is away at its step, and no recipe makes a
- * retained value again. *last gets the plan's latest_readers (the caller frees it). */
+ * step (same step: its recipe runs first, in producer order) or, where the
+ * space allows it, retained in that gap, every value a recipe makes for
+ * itself is away at its step, and no recipe makes a retained value again.
+ * *last gets the plan's latest_readers (the caller frees it). */
 static int check_plan(const mp_rspace *sp, const mp_rplan *p, int32_t **last, mp_err *err)
 {
     *last = NULL;
@@ -98,9 +125,9 @@ static int check_plan(const mp_rspace *sp, const mp_rplan *p, int32_t **last, mp
     for (int32_t i = 0; i < sp->ndrop; i++) {
         if (p->choice[i] < 0) continue;
         const mp_rcand *c = &sp->cand[p->choice[i]];
-        for (int32_t f = 0; f < c->nfront; f++) {
+        for (int32_t f = 0; f < c->nfront; f++) { /* away: retained in its gap where it may leave after c's read */
             int32_t x = c->front[f], back = back_at(sp, p, mp_rspace_group(sp, x, c->step));
-            if (back > c->step)
+            if (back > c->step && !c->front_leaves[f])
                 return mp_fail(err, "remat plan: recomputing value %d (output of '%s') before step %d needs value %d "
                                "(output of '%s'), which is not resident then (recomputed only before step %d)",
                                c->value, producer_name(sp->rg, c->value), c->step, x, producer_name(sp->rg, x), back);
@@ -160,14 +187,14 @@ int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, in
         free(delta), free(ends), free(last);
         return -1;
     }
-    /* a retained value x is alive at nodes last_use + 1 .. S - 1 and in the
-     * phase before node S (ends[S]) up to its latest reader there, S its step */
-    for (int32_t x = 0; x < sp->rg->nvalues; x++) {
-        if (last[x] < 0) continue;
-        int32_t S = sp->cand[last[x]].step;
-        delta[sp->last_use[x] + 1] -= sp->rg->bytes[x];
-        delta[S] += sp->rg->bytes[x];
-        ends[S] += sp->rg->bytes[x];
+    /* a retained span is alive at nodes span_from .. S - 1 and in the phase
+     * before node S (ends[S]) up to its latest reader there, S its step */
+    for (int32_t s = 0; s < span_count(sp); s++) {
+        if (last[s] < 0) continue;
+        int32_t S = sp->cand[last[s]].step;
+        delta[span_from(sp, s)] -= span_bytes(sp, s);
+        delta[S] += span_bytes(sp, s);
+        ends[S] += span_bytes(sp, s);
     }
     /* D_t, the bytes away at step t less those retained, as a running sum: a value dropped in gap a..b is away at
      * a+1 .. q-1 */
@@ -190,8 +217,10 @@ int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, in
             const mp_rcand *c = &sp->cand[at[k]];
             if (run + c->recipe_peak > m) m = run + c->recipe_peak;
             run += sp->rg->bytes[c->value];
-            for (int32_t r = 0; r < c->nretain; r++)
-                if (last[c->retain[r]] == at[k]) run -= sp->rg->bytes[c->retain[r]];
+            for (int32_t r = 0; r < c->nretain + c->nfront; r++) {
+                int32_t s = r < c->nretain ? c->retain[r] : gap_span(sp, p, c, r - c->nretain);
+                if (s >= 0 && last[s] == at[k]) run -= span_bytes(sp, s);
+            }
         }
         if (step_peak) step_peak[t] = m;
         if (m > top) top = m;

@@ -12,7 +12,8 @@
 mp_rspace_opts mp_rspace_defaults(void)
 {
     return (mp_rspace_opts){.max_candidates = 6, .max_gaps = 4, .max_recipe = 64, .min_fraction = 0,
-                            .retain = true, .retain_over = INT32_MAX, .retain_nodes = 200, .expand_nodes = 0};
+                            .retain = true, .retain_over = INT32_MAX, .retain_nodes = 200,
+                            .gap_retain_nodes = 32, .expand_nodes = 0};
 }
 
 static bool flag(const uint8_t *a, int32_t i) { return a && a[i]; }
@@ -58,6 +59,7 @@ typedef struct build {
     int32_t expand;           /* the value the recipe being built makes for itself although live at q, -1 none */
     ivec rec, front, ret;     /* the recipe being built; ret: the dead inputs a retaining one keeps */
     ivec rpool, fpool, tpool; /* recipes, frontiers and retained values of all candidates */
+    ivec lpool;               /* beside fpool: 1 where the frontier input may leave after the recipe reads it */
     tcand *tc;
     int32_t ntc, captc;
     uint8_t *largest;         /* ndrop: the group is its value's largest gap (the earlier of equals) */
@@ -77,6 +79,7 @@ void mp_rspace_free(mp_rspace *sp)
     if (sp->cand && sp->ncand) { /* recipes, frontiers and expansions live in pools owned by the first candidate */
         free(sp->cand[0].recipe);
         free(sp->cand[0].front);
+        free(sp->cand[0].front_leaves);
         free(sp->cand[0].expand);
         free(sp->cand[0].retain);
     }
@@ -351,8 +354,9 @@ static bool make_recipe(build *b, int32_t w, int32_t q, bool retain)
 }
 
 /* Extra bytes while the recipe runs: intermediates freed after their last use
- * in the recipe, dead unused outputs right after their entry, w kept. */
-static int64_t recipe_peak(build *b, int32_t w, int32_t q)
+ * in the recipe, dead unused outputs right after their entry, w kept.
+ * *peak_at gets the first recipe entry that reaches it. */
+static int64_t recipe_peak(build *b, int32_t w, int32_t q, int32_t *peak_at)
 {
     const mp_rgraph *rg = b->rg;
     int32_t s = ++b->stamp;
@@ -365,13 +369,14 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q)
         }
     }
     int64_t cur = 0, peak = 0;
+    *peak_at = 0;
     for (int32_t i = 0; i < b->rec.n; i++) {
         int32_t r = b->rec.a[i];
         for (int32_t k = rg->out_off[r]; k < rg->out_off[r + 1]; k++) {
             int32_t y = rg->out[k];
             if (y == w || !live_for(b, y, q)) cur += rg->bytes[y];
         }
-        if (cur > peak) peak = cur;
+        if (cur > peak) peak = cur, *peak_at = i;
         for (int32_t k = rg->in_off[r]; k < rg->in_off[r + 1]; k++) {
             int32_t x = rg->in[k];
             if (b->val_mark[x] == s && b->dead_last[x] == i) cur -= rg->bytes[x], b->val_mark[x] = 0;
@@ -394,15 +399,25 @@ static int add_cand(build *b, int32_t w, int32_t q, int32_t group, mp_err *err)
         b->captc = cap;
     }
     tcand *c = &b->tc[b->ntc++];
+    int32_t peak_at;
     *c = (tcand){.value = w, .step = q, .group = group, .nrecipe = b->rec.n, .roff = b->rpool.n, .nfront = b->front.n,
                  .foff = b->fpool.n, .expand = b->expand, .nretain = b->ret.n,
-                 .toff = b->tpool.n, .peak = recipe_peak(b, w, q)};
+                 .toff = b->tpool.n, .peak = recipe_peak(b, w, q, &peak_at)};
     for (int32_t i = 0; i < b->rec.n; i++) {
         c->cost += b->rg->cost ? b->rg->cost[b->rec.a[i]] : 0;
         if (!ivec_push(&b->rpool, b->rec.a[i])) return mp_fail(err, "out of memory building the remat space");
     }
-    for (int32_t i = 0; i < b->front.n; i++)
-        if (!ivec_push(&b->fpool, b->front.a[i])) return mp_fail(err, "out of memory building the remat space");
+    for (int32_t i = 0; i < b->front.n; i++) {
+        /* a frontier input may leave after its last read here when the recipe has reached its peak by then:
+         * the count with it present to the recipe's end is then the recount's, which frees it after that read */
+        int32_t x = b->front.a[i], last_read = -1;
+        for (int32_t j = 0; j < b->rec.n; j++)
+            for (int32_t k = b->rg->in_off[b->rec.a[j]]; k < b->rg->in_off[b->rec.a[j] + 1]; k++)
+                if (b->rg->in[k] == x) last_read = j;
+        bool leaves = b->rg->nnodes <= b->o.gap_retain_nodes && last_read >= peak_at;
+        if (!ivec_push(&b->fpool, x) || !ivec_push(&b->lpool, leaves))
+            return mp_fail(err, "out of memory building the remat space");
+    }
     for (int32_t i = 0; i < c->nretain; i++)
         if (!ivec_push(&b->tpool, b->ret.a[i])) return mp_fail(err, "out of memory building the remat space");
     return 0;
@@ -501,11 +516,13 @@ static int find_candidates(build *b, mp_err *err)
     sp->cand = calloc((size_t)b->ntc + 1, sizeof *sp->cand);
     int32_t *rp = malloc(((size_t)b->rpool.n + 1) * sizeof *rp), *fp = malloc(((size_t)b->fpool.n + 1) * sizeof *fp);
     int32_t *ep = malloc(((size_t)b->ntc + 1) * sizeof *ep), *tp = malloc(((size_t)b->tpool.n + 1) * sizeof *tp);
-    if (!sp->cand || !rp || !fp || !ep || !tp) {
+    uint8_t *lp = malloc((size_t)b->fpool.n + 1);
+    if (!sp->cand || !rp || !fp || !ep || !tp || !lp) {
         free(rp);
         free(fp);
         free(ep);
         free(tp);
+        free(lp);
         goto oom;
     }
     int32_t nc = 0, nr = 0, nf = 0, ne = 0, nt = 0;
@@ -516,18 +533,24 @@ static int find_candidates(build *b, mp_err *err)
             mp_rcand *c = &sp->cand[nc++];
             *c = (mp_rcand){.value = t->value, .step = t->step, .group = t->group, .nrecipe = t->nrecipe, .recipe = rp + nr,
                             .cost = t->cost, .recipe_peak = t->peak, .nfront = t->nfront, .front = fp + nf,
+                            .front_leaves = lp + nf,
                             .nexpand = t->expand >= 0, .expand = ep + ne, .nretain = t->nretain, .retain = tp + nt};
             if (t->expand >= 0) ep[ne++] = t->expand;
             if (t->nretain) memcpy(tp + nt, b->tpool.a + t->toff, (size_t)t->nretain * sizeof *tp);
             nt += t->nretain;
             memcpy(rp + nr, b->rpool.a + t->roff, (size_t)t->nrecipe * sizeof *rp);
             if (t->nfront) memcpy(fp + nf, b->fpool.a + t->foff, (size_t)t->nfront * sizeof *fp);
+            for (int32_t f = 0; f < t->nfront; f++) lp[nf + f] = (uint8_t)b->lpool.a[t->foff + f];
             nr += t->nrecipe, nf += t->nfront;
         }
     }
     sp->cand_off[nd] = nc;
-    if (nc) sp->cand[0].recipe = rp, sp->cand[0].front = fp, sp->cand[0].expand = ep, sp->cand[0].retain = tp;
-    else free(rp), free(fp), free(ep), free(tp); /* cand[0] owns the pools */
+    if (nc) {
+        sp->cand[0].recipe = rp, sp->cand[0].front = fp, sp->cand[0].expand = ep, sp->cand[0].retain = tp;
+        sp->cand[0].front_leaves = lp;
+    } else {
+        free(rp), free(fp), free(ep), free(tp), free(lp); /* cand[0] owns the pools */
+    }
     rc = 0;
     goto done;
 oom:
@@ -580,6 +603,7 @@ done:
     free(b.ret.a);
     free(b.rpool.a);
     free(b.fpool.a);
+    free(b.lpool.a);
     free(b.tpool.a);
     free(b.tc);
     free(b.largest);
