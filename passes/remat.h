@@ -171,11 +171,14 @@ typedef struct mp_rcand {
     double cost;
     int64_t recipe_peak;      /* extra bytes while the recipe runs, value included */
     int32_t nfront, *front;   /* values read by the recipe and inside one of their groups' gaps at step
-                               * (mp_rspace_group): that group must be kept or back by step, */
-    uint8_t *front_leaves;    /* nfront: or, where 1, the value may stay away until later, retained in its gap
-                               * until its latest chosen reader (mp_rspace_opts.gap_retain_nodes; only where the
-                               * recipe has reached its peak by its last read of the value, so that freeing it
-                               * there changes no count) */
+                               * (mp_rspace_group): that group must be kept or back by step, unless it may leave */
+    int32_t nleave, *leave;   /* values the recipe may be the last to read, freed after its last read of them (in
+                               * that order): the retained ones, and on small graphs (mp_rspace_opts.gap_retain_nodes)
+                               * its frontier inputs, which may then stay away until later, retained in their gap
+                               * until their latest chosen reader */
+    int64_t *leave_peak;      /* nleave + 1: the most extra bytes while the recipe runs up to its last read of
+                               * leave[0], then up to that of leave[k] (k >= 1), then to its end (-1 where no node
+                               * runs); their largest is recipe_peak */
     int32_t nexpand, *expand; /* values the recipe makes again for itself although they are live at step: they
                                * must be away then (their group comes back after step), and the recipe frees
                                * its copy after its last read, as it frees intermediates */
@@ -205,6 +208,9 @@ typedef struct mp_rspace {
 
 int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp, mp_err *err);
 void mp_rspace_free(mp_rspace *sp);
+
+/* May c's recipe free x after its last read of it (x is one of c->leave)? */
+bool mp_rcand_leaves(const mp_rcand *c, int32_t x);
 
 /* The group of value v whose gap holds step q (gap_start < q <= gap_end), -1 when none. */
 int32_t mp_rspace_group(const mp_rspace *sp, int32_t v, int32_t q);

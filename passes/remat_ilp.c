@@ -336,7 +336,7 @@ static int build_retention(ilp *m)
             m->ret[m->nret++] = (ret_entry){rc->retain[k], rc->step, rc->group, c, rc->retain[k]};
         for (int32_t f = 0; f < rc->nfront; f++) {
             int32_t j = away_group(sp, c, f);
-            if (j >= 0 && rc->front_leaves[f]) m->ret[m->nret++] = (ret_entry){rc->front[f], rc->step, rc->group, c, sp->rg->nvalues + j};
+            if (j >= 0 && mp_rcand_leaves(rc, rc->front[f])) m->ret[m->nret++] = (ret_entry){rc->front[f], rc->step, rc->group, c, sp->rg->nvalues + j};
         }
     }
     qsort(m->ret, (size_t)m->nret, sizeof *m->ret, cmp_ret);
@@ -365,6 +365,15 @@ static double d_lower(const ilp *m, int32_t t, double B)
     return m->peak_mode ? lb : fmax(lb, (double)m->sp->base_live[t] / m->unit - B);
 }
 
+/* The retention entry of candidate c reading x, -1 when none (x is never retained for it). */
+static int32_t entry_of(const ilp *m, int32_t c, int32_t x)
+{
+    int32_t q = m->sp->cand[c].step;
+    for (int32_t k = m->at_off[q]; k < m->at_off[q + 1]; k++)
+        if (m->ret[m->at[k]].cand == c && m->ret[m->at[k]].value == x) return m->at[k];
+    return -1;
+}
+
 /* The phase rows of step q: before node q the chosen recipes run in group
  * order, the j-th while the later ones' values are still away and the
  * retained values read at or after it are alive. Both are suffix sums over
@@ -374,7 +383,9 @@ static double d_lower(const ilp *m, int32_t t, double B)
  *   -D_q + (recipe_peak_c - v_c) x_c - L_p <= B - between_q.
  * A value with readers at q is alive at p while a reader at p or later is
  * chosen: z of its first reader at or after p, less z of its first after q,
- * which D_q already holds. cat[from .. to) are the candidates at q, by group. */
+ * which D_q already holds. A recipe that may free values it reads last gets
+ * a row per stretch between those reads instead (mp_rcand.leave_peak).
+ * cat[from .. to) are the candidates at q, by group. */
 static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, int32_t to)
 {
     const mp_rspace *sp = m->sp;
@@ -416,12 +427,32 @@ static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, i
         for (int32_t j = lo; j < hi; j++) {
             int32_t c = cat[j];
             if (j < first || !phase_binds(m, c)) continue;
-            int pr = new_row(m, GLP_UP, 0, ub);
-            if (m->prow) m->prow[m->nphase] = pr, m->pstep[m->nphase++] = q;
-            if (put(m, pr, m->dcol[q], -1) || put(m, pr, l, -1) ||
-                put(m, pr, c + 1, (double)(sp->cand[c].recipe_peak - vbytes(sp, c)) / u) ||
-                (m->peak_mode && put(m, pr, m->bcol, -1)))
-                return -1;
+            /* a row per stretch of the recipe: after its last read of leave[k], that value is gone when c reads it
+             * last (z of c's entry less z of the next); a stretch no higher than an earlier one cannot bind */
+            const mp_rcand *rc = &sp->cand[c];
+            int64_t highest = -1;
+            for (int32_t k = 0; k <= rc->nleave; k++) {
+                int64_t peak = rc->leave_peak[k];
+                if (peak <= highest || sp->base_between[q] - vbytes(sp, c) + peak + m->ret_phase[q] <= m->floor)
+                    continue;
+                highest = peak;
+                int pr = new_row(m, GLP_UP, 0, ub);
+                if (m->prow) m->prow[m->nphase] = pr, m->pstep[m->nphase++] = q;
+                if (put(m, pr, m->dcol[q], -1) || put(m, pr, l, -1) ||
+                    put(m, pr, c + 1, (double)(peak - vbytes(sp, c)) / u) || (m->peak_mode && put(m, pr, m->bcol, -1)))
+                    return -1;
+                for (int32_t i = 0; i < k; i++) {
+                    int32_t e = entry_of(m, c, rc->leave[i]), end = e;
+                    if (e < 0) continue; /* never retained: resident */
+                    const ret_entry *r = &m->ret[e];
+                    while (e > m->ret_first[r->span] && same_place(&m->ret[e - 1], r)) e--;
+                    while (end + 1 < m->ret_first[r->span + 1] && same_place(&m->ret[end + 1], r)) end++;
+                    double b = (double)sp->rg->bytes[r->value] / u;
+                    if (put(m, pr, m->zcol[e], -b) ||
+                        (end + 1 < m->ret_first[r->span + 1] && put(m, pr, m->zcol[end + 1], b)))
+                        return -1;
+                }
+            }
         }
         next_l = l, hi = lo;
     }
@@ -570,7 +601,7 @@ static int build_model(ilp *m, mp_err *err)
     for (int32_t c = 0; c < nc; c++)
         for (int32_t f = 0; f < sp->cand[c].nfront; f++) {
             int32_t j = away_group(sp, c, f);
-            if (j < 0 || sp->cand[c].front_leaves[f]) continue; /* never away then, or retained */
+            if (j < 0 || mp_rcand_leaves(&sp->cand[c], sp->cand[c].front[f])) continue; /* never away, or retained */
             if (m->nfront == m->capfront) {
                 int32_t cap = m->capfront ? 2 * m->capfront : 256;
                 int32_t *p = realloc(m->front, (size_t)cap * 2 * sizeof *p);
@@ -641,8 +672,10 @@ static int build_model(ilp *m, mp_err *err)
         }
     /* phase rows: before node q, the j-th recipe at q runs while the later ones' values are still away */
     if (!m->peak_mode) {
-        m->prow = malloc(((size_t)nc + 1) * sizeof *m->prow);
-        m->pstep = malloc(((size_t)nc + 1) * sizeof *m->pstep);
+        size_t rows = 1; /* at most a row per stretch of each recipe */
+        for (int32_t c = 0; c < nc; c++) rows += (size_t)sp->cand[c].nleave + 1;
+        m->prow = malloc(rows * sizeof *m->prow);
+        m->pstep = malloc(rows * sizeof *m->pstep);
         if (!m->prow || !m->pstep) goto oom;
     }
     for (int32_t q = 0; q < nn; q++)
@@ -721,7 +754,7 @@ static int add_front(ilp *m, bool all)
         for (int32_t o = sp->cand_off[iw]; o < sp->cand_off[iw + 1] && sp->cand[o].step <= sp->cand[c].step; o++) {
             bool reads = false;
             for (int32_t f = 0; f < sp->cand[o].nfront && !reads; f++) /* (not those that may retain it) */
-                reads = sp->cand[o].front[f] == sp->drop[j] && !sp->cand[o].front_leaves[f];
+                reads = sp->cand[o].front[f] == sp->drop[j] && !mp_rcand_leaves(&sp->cand[o], sp->drop[j]);
             if (!reads || mp_rspace_group(sp, sp->drop[j], sp->cand[o].step) != j) continue;
             ind[++len] = o + 1, val[len] = 1;
             act += glp_get_col_prim(m->P, o + 1);

@@ -55,12 +55,13 @@ static int32_t span_from(const mp_rspace *sp, int32_t s)
     return s < sp->rg->nvalues ? sp->last_use[s] + 1 : sp->gap_start[s - sp->rg->nvalues] + 1;
 }
 
-/* The span in which c's f-th frontier input is retained in the plan (it is away at c's step and may leave after
- * c reads it), -1 otherwise. */
-static int32_t gap_span(const mp_rspace *sp, const mp_rplan *p, const mp_rcand *c, int32_t f)
+/* The span in which c's k-th leaving value is retained in the plan: after its last use, or in its gap when it is
+ * away at c's step; -1 when it is resident then (not retained). */
+static int32_t leave_span(const mp_rspace *sp, const mp_rplan *p, const mp_rcand *c, int32_t k)
 {
-    int32_t g = mp_rspace_group(sp, c->front[f], c->step);
-    return c->front_leaves[f] && back_at(sp, p, g) > c->step ? sp->rg->nvalues + g : -1;
+    int32_t x = c->leave[k], g = mp_rspace_group(sp, x, c->step);
+    if (sp->last_use[x] < c->step) return x;
+    return back_at(sp, p, g) > c->step ? sp->rg->nvalues + g : -1;
 }
 
 /* The chosen recipe that reads each retained span last: (*last)[s] indexes
@@ -74,8 +75,8 @@ static int latest_readers(const mp_rspace *sp, const mp_rplan *p, int32_t **last
         int32_t c = p->choice[i];
         if (c < 0) continue;
         const mp_rcand *rc = &sp->cand[c];
-        for (int32_t k = 0; k < rc->nretain + rc->nfront; k++) {
-            int32_t s = k < rc->nretain ? rc->retain[k] : gap_span(sp, p, rc, k - rc->nretain);
+        for (int32_t k = 0; k < rc->nleave; k++) {
+            int32_t s = leave_span(sp, p, rc, k);
             if (s >= 0 && ((*last)[s] < 0 || runs_after(rc, &sp->cand[(*last)[s]]))) (*last)[s] = c;
         }
     }
@@ -127,7 +128,7 @@ static int check_plan(const mp_rspace *sp, const mp_rplan *p, int32_t **last, mp
         const mp_rcand *c = &sp->cand[p->choice[i]];
         for (int32_t f = 0; f < c->nfront; f++) { /* away: retained in its gap where it may leave after c's read */
             int32_t x = c->front[f], back = back_at(sp, p, mp_rspace_group(sp, x, c->step));
-            if (back > c->step && !c->front_leaves[f])
+            if (back > c->step && !mp_rcand_leaves(c, x))
                 return mp_fail(err, "remat plan: recomputing value %d (output of '%s') before step %d needs value %d "
                                "(output of '%s'), which is not resident then (recomputed only before step %d)",
                                c->value, producer_name(sp->rg, c->value), c->step, x, producer_name(sp->rg, x), back);
@@ -214,13 +215,15 @@ int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, in
         int64_t run = sp->base_between[t] - away + ends[t];
         for (int32_t k = off[t]; k < off[t + 1]; k++) run -= sp->rg->bytes[sp->cand[at[k]].value];
         for (int32_t k = off[t]; k < off[t + 1]; k++) {
+            /* the recipe's stretches: after its last read of a value it reads last, that value is gone */
             const mp_rcand *c = &sp->cand[at[k]];
-            if (run + c->recipe_peak > m) m = run + c->recipe_peak;
-            run += sp->rg->bytes[c->value];
-            for (int32_t r = 0; r < c->nretain + c->nfront; r++) {
-                int32_t s = r < c->nretain ? c->retain[r] : gap_span(sp, p, c, r - c->nretain);
-                if (s >= 0 && last[s] == at[k]) run -= span_bytes(sp, s);
+            int64_t gone = 0;
+            for (int32_t r = 0; r <= c->nleave; r++) {
+                if (c->leave_peak[r] >= 0 && run - gone + c->leave_peak[r] > m) m = run - gone + c->leave_peak[r];
+                int32_t s = r < c->nleave ? leave_span(sp, p, c, r) : -1;
+                if (s >= 0 && last[s] == at[k]) gone += span_bytes(sp, s);
             }
+            run += sp->rg->bytes[c->value] - gone;
         }
         if (step_peak) step_peak[t] = m;
         if (m > top) top = m;

@@ -45,6 +45,7 @@ static int cmp_i32(const void *a, const void *b)
 typedef struct tcand {
     int32_t value, step, group, nrecipe, roff, nfront, foff, expand; /* expand: the value made inside, -1 none */
     int32_t nretain, toff;
+    int32_t nleave, loff, poff; /* leave values in lpool, their nleave + 1 peaks in ppool */
     double cost;
     int64_t peak;
 } tcand;
@@ -58,8 +59,13 @@ typedef struct build {
     int32_t stamp;
     int32_t expand;           /* the value the recipe being built makes for itself although live at q, -1 none */
     ivec rec, front, ret;     /* the recipe being built; ret: the dead inputs a retaining one keeps */
+    ivec depth;               /* beside rec: each node's distance from the value's producer */
     ivec rpool, fpool, tpool; /* recipes, frontiers and retained values of all candidates */
-    ivec lpool;               /* beside fpool: 1 where the frontier input may leave after the recipe reads it */
+    ivec lpool;               /* the values each candidate may free while its recipe runs (mp_rcand.leave) */
+    int64_t *ppool;           /* their segments' peaks (mp_rcand.leave_peak) */
+    int32_t np, capp;
+    int64_t *profile;         /* the extra bytes at each entry of the recipe being built */
+    int32_t capprofile;
     tcand *tc;
     int32_t ntc, captc;
     uint8_t *largest;         /* ndrop: the group is its value's largest gap (the earlier of equals) */
@@ -79,7 +85,8 @@ void mp_rspace_free(mp_rspace *sp)
     if (sp->cand && sp->ncand) { /* recipes, frontiers and expansions live in pools owned by the first candidate */
         free(sp->cand[0].recipe);
         free(sp->cand[0].front);
-        free(sp->cand[0].front_leaves);
+        free(sp->cand[0].leave);
+        free(sp->cand[0].leave_peak);
         free(sp->cand[0].expand);
         free(sp->cand[0].retain);
     }
@@ -289,6 +296,13 @@ int32_t mp_rspace_group(const mp_rspace *sp, int32_t v, int32_t q)
     return -1;
 }
 
+bool mp_rcand_leaves(const mp_rcand *c, int32_t x)
+{
+    for (int32_t k = 0; k < c->nleave; k++)
+        if (c->leave[k] == x) return true;
+    return false;
+}
+
 /* A value alive at step q in the store-everything order (produced before q, needed at q or later). */
 static bool live_at(const mp_rspace *sp, int32_t x, int32_t q)
 {
@@ -299,19 +313,22 @@ static bool live_at(const mp_rspace *sp, int32_t x, int32_t q)
 static bool live_for(const build *b, int32_t x, int32_t q) { return x != b->expand && live_at(b->sp, x, q); }
 
 /* R(w,q) into b->rec (node ids, increasing) and b->front; false when it is
- * not offered. Retaining, w's producer alone: its inputs that died before q
- * go to b->ret, kept alive until it runs (a buffer overwritten in place,
- * pinned, cannot be: then it is not offered, nor when nothing is retained). */
-static bool make_recipe(build *b, int32_t w, int32_t q, bool retain)
+ * not offered. Retaining (depth < INT32_MAX), only the nodes within depth
+ * steps of w's producer rerun (0: the producer alone): the inputs that died
+ * before q and come from deeper go to b->ret, kept alive until it runs (a
+ * buffer overwritten in place, pinned, cannot be: then it is not offered,
+ * nor when nothing is retained). */
+static bool make_recipe(build *b, int32_t w, int32_t q, int32_t depth)
 {
     const mp_rgraph *rg = b->rg;
     const mp_rspace *sp = b->sp;
     int32_t s = ++b->stamp;
-    b->rec.n = b->front.n = b->ret.n = 0;
+    bool retain = depth < INT32_MAX;
+    b->rec.n = b->front.n = b->ret.n = b->depth.n = 0;
     int32_t pw = rg->producer[w];
-    if (!ivec_push(&b->rec, pw)) return false;
+    if (!ivec_push(&b->rec, pw) || !ivec_push(&b->depth, 0)) return false;
     b->node_mark[pw] = s;
-    for (int32_t i = 0; i < b->rec.n; i++) { /* rec doubles as the worklist */
+    for (int32_t i = 0; i < b->rec.n; i++) { /* rec doubles as the worklist, breadth first: depth[i] is rec[i]'s */
         int32_t r = b->rec.a[i];
         for (int32_t k = rg->in_off[r]; k < rg->in_off[r + 1]; k++) {
             int32_t x = rg->in[k], px = rg->producer[x];
@@ -324,7 +341,8 @@ static bool make_recipe(build *b, int32_t w, int32_t q, bool retain)
                 }
                 continue;
             }
-            if (retain) {
+            if (b->node_mark[px] == s) continue;
+            if (retain && (b->depth.a[i] >= depth || !flag(rg->recomputable, px))) {
                 if (flag(rg->pinned, x)) return false;
                 if (b->val_mark[x] == s) continue;
                 b->val_mark[x] = s;
@@ -332,10 +350,9 @@ static bool make_recipe(build *b, int32_t w, int32_t q, bool retain)
                 continue;
             }
             if (!flag(rg->recomputable, px)) return false;
-            if (b->node_mark[px] == s) continue;
             if (b->rec.n >= b->o.max_recipe) return false;
             b->node_mark[px] = s;
-            if (!ivec_push(&b->rec, px)) return false;
+            if (!ivec_push(&b->rec, px) || !ivec_push(&b->depth, b->depth.a[i] + 1)) return false;
         }
     }
     qsort(b->rec.a, (size_t)b->rec.n, sizeof *b->rec.a, cmp_i32);
@@ -353,10 +370,17 @@ static bool make_recipe(build *b, int32_t w, int32_t q, bool retain)
     return !retain || b->ret.n > 0;
 }
 
+static bool retained(const build *b, int32_t x)
+{
+    for (int32_t k = 0; k < b->ret.n; k++)
+        if (b->ret.a[k] == x) return true;
+    return false;
+}
+
 /* Extra bytes while the recipe runs: intermediates freed after their last use
  * in the recipe, dead unused outputs right after their entry, w kept.
- * *peak_at gets the first recipe entry that reaches it. */
-static int64_t recipe_peak(build *b, int32_t w, int32_t q, int32_t *peak_at)
+ * b->profile gets the bytes at each entry (the caller sized it). */
+static int64_t recipe_peak(build *b, int32_t w, int32_t q)
 {
     const mp_rgraph *rg = b->rg;
     int32_t s = ++b->stamp;
@@ -364,19 +388,19 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q, int32_t *peak_at)
         int32_t r = b->rec.a[i];
         for (int32_t k = rg->in_off[r]; k < rg->in_off[r + 1]; k++) {
             int32_t x = rg->in[k];
-            if (rg->producer[x] >= 0 && !live_for(b, x, q) && !b->ret.n) /* retained inputs are not its own */
+            if (rg->producer[x] >= 0 && !live_for(b, x, q) && !retained(b, x)) /* retained ones are not its own */
                 b->val_mark[x] = s, b->dead_last[x] = i;
         }
     }
     int64_t cur = 0, peak = 0;
-    *peak_at = 0;
     for (int32_t i = 0; i < b->rec.n; i++) {
         int32_t r = b->rec.a[i];
         for (int32_t k = rg->out_off[r]; k < rg->out_off[r + 1]; k++) {
             int32_t y = rg->out[k];
             if (y == w || !live_for(b, y, q)) cur += rg->bytes[y];
         }
-        if (cur > peak) peak = cur, *peak_at = i;
+        b->profile[i] = cur;
+        if (cur > peak) peak = cur;
         for (int32_t k = rg->in_off[r]; k < rg->in_off[r + 1]; k++) {
             int32_t x = rg->in[k];
             if (b->val_mark[x] == s && b->dead_last[x] == i) cur -= rg->bytes[x], b->val_mark[x] = 0;
@@ -389,6 +413,41 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q, int32_t *peak_at)
     return peak;
 }
 
+/* The values the candidate just built may free while its recipe runs (the
+ * retained ones; on small graphs its frontier inputs too), by the recipe's
+ * last read of them, and the peak of each stretch between those reads. */
+static int add_leaves(build *b, tcand *c)
+{
+    const mp_rgraph *rg = b->rg;
+    int32_t n0 = b->lpool.n, nfront = rg->nnodes <= b->o.gap_retain_nodes ? b->front.n : 0;
+    for (int32_t i = 0; i < b->ret.n + nfront; i++)
+        if (!ivec_push(&b->lpool, i < b->ret.n ? b->ret.a[i] : b->front.a[i - b->ret.n])) return -1;
+    c->nleave = b->lpool.n - n0;
+    int32_t *leave = b->lpool.a + n0, *last = b->dead_last; /* scratch: the last read of each */
+    for (int32_t k = 0; k < c->nleave; k++) last[leave[k]] = -1;
+    for (int32_t j = 0; j < b->rec.n; j++)
+        for (int32_t k = rg->in_off[b->rec.a[j]]; k < rg->in_off[b->rec.a[j] + 1]; k++) last[rg->in[k]] = j;
+    for (int32_t i = 1; i < c->nleave; i++) /* by last read (insertion sort: a handful) */
+        for (int32_t j = i; j > 0 && last[leave[j - 1]] > last[leave[j]]; j--) {
+            int32_t t = leave[j];
+            leave[j] = leave[j - 1], leave[j - 1] = t;
+        }
+    if (b->np + c->nleave + 1 > b->capp) {
+        int32_t cap = 2 * (b->np + c->nleave + 1);
+        int64_t *p = realloc(b->ppool, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        b->ppool = p, b->capp = cap;
+    }
+    for (int32_t k = 0, from = 0; k <= c->nleave; k++) {
+        int32_t to = k < c->nleave ? last[leave[k]] : b->rec.n - 1;
+        int64_t peak = -1;
+        for (int32_t j = from; j <= to; j++) peak = b->profile[j] > peak ? b->profile[j] : peak;
+        b->ppool[b->np++] = peak;
+        if (to + 1 > from) from = to + 1;
+    }
+    return 0;
+}
+
 static int add_cand(build *b, int32_t w, int32_t q, int32_t group, mp_err *err)
 {
     if (b->ntc == b->captc) {
@@ -398,29 +457,24 @@ static int add_cand(build *b, int32_t w, int32_t q, int32_t group, mp_err *err)
         b->tc = p;
         b->captc = cap;
     }
+    if (b->rec.n > b->capprofile) {
+        int64_t *p = realloc(b->profile, (size_t)b->rec.n * sizeof *p);
+        if (!p) return mp_fail(err, "out of memory building the remat space");
+        b->profile = p, b->capprofile = b->rec.n;
+    }
     tcand *c = &b->tc[b->ntc++];
-    int32_t peak_at;
     *c = (tcand){.value = w, .step = q, .group = group, .nrecipe = b->rec.n, .roff = b->rpool.n, .nfront = b->front.n,
                  .foff = b->fpool.n, .expand = b->expand, .nretain = b->ret.n,
-                 .toff = b->tpool.n, .peak = recipe_peak(b, w, q, &peak_at)};
+                 .toff = b->tpool.n, .peak = recipe_peak(b, w, q), .loff = b->lpool.n, .poff = b->np};
     for (int32_t i = 0; i < b->rec.n; i++) {
         c->cost += b->rg->cost ? b->rg->cost[b->rec.a[i]] : 0;
         if (!ivec_push(&b->rpool, b->rec.a[i])) return mp_fail(err, "out of memory building the remat space");
     }
-    for (int32_t i = 0; i < b->front.n; i++) {
-        /* a frontier input may leave after its last read here when the recipe has reached its peak by then:
-         * the count with it present to the recipe's end is then the recount's, which frees it after that read */
-        int32_t x = b->front.a[i], last_read = -1;
-        for (int32_t j = 0; j < b->rec.n; j++)
-            for (int32_t k = b->rg->in_off[b->rec.a[j]]; k < b->rg->in_off[b->rec.a[j] + 1]; k++)
-                if (b->rg->in[k] == x) last_read = j;
-        bool leaves = b->rg->nnodes <= b->o.gap_retain_nodes && last_read >= peak_at;
-        if (!ivec_push(&b->fpool, x) || !ivec_push(&b->lpool, leaves))
-            return mp_fail(err, "out of memory building the remat space");
-    }
+    for (int32_t i = 0; i < b->front.n; i++)
+        if (!ivec_push(&b->fpool, b->front.a[i])) return mp_fail(err, "out of memory building the remat space");
     for (int32_t i = 0; i < c->nretain; i++)
         if (!ivec_push(&b->tpool, b->ret.a[i])) return mp_fail(err, "out of memory building the remat space");
-    return 0;
+    return add_leaves(b, c) ? mp_fail(err, "out of memory building the remat space") : 0;
 }
 
 /* Each frontier input of the candidate just added that could come back at its
@@ -484,7 +538,7 @@ static int find_candidates(build *b, mp_err *err)
         for (int32_t k = 0; k < n; k++) {
             int32_t step = q->a[k] >> 1, sec = !b->largest[i] || (q->a[k] & 1);
             if (!take[k]) continue;
-            int32_t base = b->ntc, whole = make_recipe(b, w, step, false) ? b->rec.n : 0;
+            int32_t base = b->ntc, whole = make_recipe(b, w, step, INT32_MAX) ? b->rec.n : 0;
             if (whole) {
                 if (add_cand(b, w, step, i, err)) goto done;
                 count[i]++;
@@ -493,7 +547,7 @@ static int find_candidates(build *b, mp_err *err)
             /* a third way, when the recipe is not offered (or reruns more than retain_over nodes):
              * the producer alone, its dead inputs retained */
             if (b->o.retain && whole != 1 && (whole == 0 || whole > b->o.retain_over)) {
-                bool ok = make_recipe(b, w, step, true);
+                bool ok = make_recipe(b, w, step, 0);
                 if (ok && add_cand(b, w, step, i, err)) goto done;
                 count[i] += ok;
                 if (ok && !share_step(b, Q, step, sec)) goto oom;
@@ -504,7 +558,7 @@ static int find_candidates(build *b, mp_err *err)
                 int32_t v = b->fpool.a[b->tc[base].foff + f], g = mp_rspace_group(sp, v, step);
                 if (step >= sp->gap_end[g]) continue; /* node step reads v: it cannot be away */
                 b->expand = v;
-                bool ok = make_recipe(b, w, step, false) && b->rec.n > b->tc[base].nrecipe;
+                bool ok = make_recipe(b, w, step, INT32_MAX) && b->rec.n > b->tc[base].nrecipe;
                 if (ok && add_cand(b, w, step, i, err)) goto done;
                 count[i] += ok;
                 b->expand = -1;
@@ -516,16 +570,18 @@ static int find_candidates(build *b, mp_err *err)
     sp->cand = calloc((size_t)b->ntc + 1, sizeof *sp->cand);
     int32_t *rp = malloc(((size_t)b->rpool.n + 1) * sizeof *rp), *fp = malloc(((size_t)b->fpool.n + 1) * sizeof *fp);
     int32_t *ep = malloc(((size_t)b->ntc + 1) * sizeof *ep), *tp = malloc(((size_t)b->tpool.n + 1) * sizeof *tp);
-    uint8_t *lp = malloc((size_t)b->fpool.n + 1);
-    if (!sp->cand || !rp || !fp || !ep || !tp || !lp) {
+    int32_t *lp = malloc(((size_t)b->lpool.n + 1) * sizeof *lp);
+    int64_t *pp = malloc(((size_t)b->np + 1) * sizeof *pp);
+    if (!sp->cand || !rp || !fp || !ep || !tp || !lp || !pp) {
         free(rp);
         free(fp);
         free(ep);
         free(tp);
         free(lp);
+        free(pp);
         goto oom;
     }
-    int32_t nc = 0, nr = 0, nf = 0, ne = 0, nt = 0;
+    int32_t nc = 0, nr = 0, nf = 0, ne = 0, nt = 0, nl = 0, npk = 0;
     for (int32_t i = 0; i < nd; i++) {
         sp->cand_off[i] = nc;
         for (int32_t k = first[i]; k < first[i] + count[i]; k++) {
@@ -533,23 +589,25 @@ static int find_candidates(build *b, mp_err *err)
             mp_rcand *c = &sp->cand[nc++];
             *c = (mp_rcand){.value = t->value, .step = t->step, .group = t->group, .nrecipe = t->nrecipe, .recipe = rp + nr,
                             .cost = t->cost, .recipe_peak = t->peak, .nfront = t->nfront, .front = fp + nf,
-                            .front_leaves = lp + nf,
+                            .nleave = t->nleave, .leave = lp + nl, .leave_peak = pp + npk,
                             .nexpand = t->expand >= 0, .expand = ep + ne, .nretain = t->nretain, .retain = tp + nt};
             if (t->expand >= 0) ep[ne++] = t->expand;
             if (t->nretain) memcpy(tp + nt, b->tpool.a + t->toff, (size_t)t->nretain * sizeof *tp);
             nt += t->nretain;
             memcpy(rp + nr, b->rpool.a + t->roff, (size_t)t->nrecipe * sizeof *rp);
             if (t->nfront) memcpy(fp + nf, b->fpool.a + t->foff, (size_t)t->nfront * sizeof *fp);
-            for (int32_t f = 0; f < t->nfront; f++) lp[nf + f] = (uint8_t)b->lpool.a[t->foff + f];
+            if (t->nleave) memcpy(lp + nl, b->lpool.a + t->loff, (size_t)t->nleave * sizeof *lp);
+            memcpy(pp + npk, b->ppool + t->poff, ((size_t)t->nleave + 1) * sizeof *pp);
+            nl += t->nleave, npk += t->nleave + 1;
             nr += t->nrecipe, nf += t->nfront;
         }
     }
     sp->cand_off[nd] = nc;
     if (nc) {
         sp->cand[0].recipe = rp, sp->cand[0].front = fp, sp->cand[0].expand = ep, sp->cand[0].retain = tp;
-        sp->cand[0].front_leaves = lp;
+        sp->cand[0].leave = lp, sp->cand[0].leave_peak = pp;
     } else {
-        free(rp), free(fp), free(ep), free(tp), free(lp); /* cand[0] owns the pools */
+        free(rp), free(fp), free(ep), free(tp), free(lp), free(pp); /* cand[0] owns the pools */
     }
     rc = 0;
     goto done;
@@ -604,6 +662,9 @@ done:
     free(b.rpool.a);
     free(b.fpool.a);
     free(b.lpool.a);
+    free(b.depth.a);
+    free(b.ppool);
+    free(b.profile);
     free(b.tpool.a);
     free(b.tc);
     free(b.largest);
