@@ -151,10 +151,12 @@ typedef struct mp_rspace_opts {
     int32_t retain_nodes;   /* on graphs of at most this many nodes, retain_over = 1 (default 200): Checkmate's exact
                              * program (tests/checkmate_milp.h) finds cheaper orders at a fifth of the budgets of
                              * small random graphs without them, 4 % with them (docs/ilp.md) */
-    int32_t gap_retain_nodes; /* on graphs of at most this many nodes (default 32), a recipe may read a value in
-                             * the gap it is away in: the value then leaves only after its latest such reader
-                             * (retained in its gap) and comes back later, as Checkmate's orders do. It weakens
-                             * the LP: on Checkmate's graphs (45-185 nodes) it changed no plan and slowed the
+    int32_t wide_nodes;     /* on graphs of at most this many nodes (default 32) the space is wider, nearer
+                             * every order, as Checkmate's orders show: a recipe may read a value in the gap it
+                             * is away in (the value leaves after its latest such reader, retained in its gap,
+                             * and comes back later), and recipes are also cut short (the nodes within d steps of
+                             * the producer rerun, the dead values deeper ones made retained). It weakens the LP:
+                             * on Checkmate's graphs (45-185 nodes) the first changed no plan and slowed the
                              * search (fcn_8 at 0.7: 13 % from its bound after 5 s, 0.03 % without) */
     int32_t expand_nodes;   /* second candidates whose recipe makes an away input for itself, on graphs of at
                              * most this many nodes (default 0, never: they more than double the program and
@@ -173,7 +175,7 @@ typedef struct mp_rcand {
     int32_t nfront, *front;   /* values read by the recipe and inside one of their groups' gaps at step
                                * (mp_rspace_group): that group must be kept or back by step, unless it may leave */
     int32_t nleave, *leave;   /* values the recipe may be the last to read, freed after its last read of them (in
-                               * that order): the retained ones, and on small graphs (mp_rspace_opts.gap_retain_nodes)
+                               * that order): the retained ones, and on small graphs (mp_rspace_opts.wide_nodes)
                                * its frontier inputs, which may then stay away until later, retained in their gap
                                * until their latest chosen reader */
     int64_t *leave_peak;      /* nleave + 1: the most extra bytes while the recipe runs up to its last read of

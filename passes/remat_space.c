@@ -13,7 +13,7 @@ mp_rspace_opts mp_rspace_defaults(void)
 {
     return (mp_rspace_opts){.max_candidates = 6, .max_gaps = 4, .max_recipe = 64, .min_fraction = 0,
                             .retain = true, .retain_over = INT32_MAX, .retain_nodes = 200,
-                            .gap_retain_nodes = 32, .expand_nodes = 0};
+                            .wide_nodes = 32, .expand_nodes = 0};
 }
 
 static bool flag(const uint8_t *a, int32_t i) { return a && a[i]; }
@@ -419,7 +419,7 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q)
 static int add_leaves(build *b, tcand *c)
 {
     const mp_rgraph *rg = b->rg;
-    int32_t n0 = b->lpool.n, nfront = rg->nnodes <= b->o.gap_retain_nodes ? b->front.n : 0;
+    int32_t n0 = b->lpool.n, nfront = rg->nnodes <= b->o.wide_nodes ? b->front.n : 0;
     for (int32_t i = 0; i < b->ret.n + nfront; i++)
         if (!ivec_push(&b->lpool, i < b->ret.n ? b->ret.a[i] : b->front.a[i - b->ret.n])) return -1;
     c->nleave = b->lpool.n - n0;
@@ -538,7 +538,8 @@ static int find_candidates(build *b, mp_err *err)
         for (int32_t k = 0; k < n; k++) {
             int32_t step = q->a[k] >> 1, sec = !b->largest[i] || (q->a[k] & 1);
             if (!take[k]) continue;
-            int32_t base = b->ntc, whole = make_recipe(b, w, step, INT32_MAX) ? b->rec.n : 0;
+            int32_t base = b->ntc, whole = make_recipe(b, w, step, INT32_MAX) ? b->rec.n : 0, deepest = 0;
+            for (int32_t r = 0; r < b->depth.n; r++) deepest = b->depth.a[r] > deepest ? b->depth.a[r] : deepest;
             if (whole) {
                 if (add_cand(b, w, step, i, err)) goto done;
                 count[i]++;
@@ -551,6 +552,16 @@ static int find_candidates(build *b, mp_err *err)
                 if (ok && add_cand(b, w, step, i, err)) goto done;
                 count[i] += ok;
                 if (ok && !share_step(b, Q, step, sec)) goto oom;
+            }
+            /* on small graphs, recipes cut short: the nodes within d steps of the producer rerun, the dead values
+             * the deeper ones made are retained (Checkmate's orders keep such a value to rerun the end of a chain) */
+            for (int32_t d = 1, last = 1; b->o.retain && whole > 1 && b->rg->nnodes <= b->o.wide_nodes && d < deepest;
+                 d++) {
+                if (!make_recipe(b, w, step, d) || b->rec.n <= last || b->rec.n >= whole) continue;
+                last = b->rec.n;
+                if (add_cand(b, w, step, i, err)) goto done;
+                count[i]++;
+                if (!share_step(b, Q, step, sec)) goto oom;
             }
             /* a second way: a frontier input that is away at step (its gap runs past it) made
              * inside the recipe and freed after its read, as DTR does; these add no steps */
