@@ -8,13 +8,15 @@
  * it), the ILP's gap to its LP bound, its status and its solve time. A
  * baseline that does not fit shows "—".
  *
- *   memplan-remat-bench [--time-limit SEC] [--expand NODES] [--retain-over N] FILE_OR_DIR...
+ *   memplan-remat-bench [--time-limit SEC] [--expand NODES] [--retain-over N] [--wide NODES] FILE_OR_DIR...
  *
  * --expand: recipes that make an input for themselves on graphs of at most
  * NODES nodes (mp_rspace_opts.expand_nodes, default 0). --retain-over:
  * retaining candidates also where a recipe reruns more than N nodes
  * (mp_rspace_opts.retain_over; default only where no recipe is offered, and
  * everywhere on graphs of at most mp_rspace_opts.retain_nodes, 200, nodes).
+ * --wide: the wide space (values retained in their gaps, recipes cut short)
+ * on graphs of at most NODES nodes (mp_rspace_opts.wide_nodes, default 32).
  *
  * Exit status 1 if any ILP plan's recount exceeds the budget or differs from
  * the peak the ILP counted (the row says which), or its pruned order does
@@ -32,6 +34,7 @@
 static const double fractions[] = {0.5, 0.6, 0.7, 0.8, 0.9};
 static int32_t expand_nodes; /* --expand */
 static int32_t retain_over; /* --retain-over, from mp_rspace_defaults() */
+static int32_t wide_nodes;  /* --wide, from mp_rspace_defaults() */
 #define ANY_BOUND_SECONDS 0.2 /* as memplan's */
 
 static double now(void)
@@ -80,6 +83,7 @@ static int bench_graph(const char *path, double time_limit)
     mp_rspace_opts ro = mp_rspace_defaults();
     ro.expand_nodes = expand_nodes;
     ro.retain_over = retain_over;
+    ro.wide_nodes = wide_nodes;
     if (mp_rsched_identity(&rg, &id, &err) || mp_rsched_count(&rg, &id, &base, &err) ||
         mp_rspace_build(&rg, &ro, &sp, &err)) {
         printf("| %s | %d | | error: %s | | | | | | | |\n", name, rg.nnodes, err.msg);
@@ -191,14 +195,17 @@ int main(int argc, char **argv)
 {
     double time_limit = mp_rsolve_defaults().time_limit;
     retain_over = mp_rspace_defaults().retain_over;
+    wide_nodes = mp_rspace_defaults().wide_nodes;
     int first = 1;
     for (; first + 1 < argc; first += 2)
         if (!strcmp(argv[first], "--time-limit")) time_limit = atof(argv[first + 1]);
         else if (!strcmp(argv[first], "--expand")) expand_nodes = atoi(argv[first + 1]);
         else if (!strcmp(argv[first], "--retain-over")) retain_over = atoi(argv[first + 1]);
+        else if (!strcmp(argv[first], "--wide")) wide_nodes = atoi(argv[first + 1]);
         else break;
     if (first >= argc) {
-        fprintf(stderr, "usage: memplan-remat-bench [--time-limit SEC] [--expand NODES] [--retain-over N] FILE_OR_DIR...\n");
+        fprintf(stderr, "usage: memplan-remat-bench [--time-limit SEC] [--expand NODES] [--retain-over N] "
+                        "[--wide NODES] FILE_OR_DIR...\n");
         return 2;
     }
     printf("| graph | nodes | budget | ILP overhead %% | pruned %% | any plan >= %% | sqrt %% | greedy %% | "

@@ -2,9 +2,10 @@
 # remat_bench.sh - the rematerialization ILP against the sqrt, greedy and lookahead baselines on the Checkmate and
 # Moccasin graphs of ../shared/remat-graphs, at budgets of 0.5 .. 0.9 of each graph's store-everything peak.
 #
-#   bench/remat_bench.sh [BUILD_DIR] [--time-limit SEC] [--expand NODES] [--retain-over N]
+#   bench/remat_bench.sh [BUILD_DIR] [--time-limit SEC] [--expand NODES] [--retain-over N] [--wide NODES]
 #       (default: build, the solver's default limit, no recipes making an input inside, retaining candidates only
-#       where no recipe is offered, and everywhere on graphs of at most 200 nodes)
+#       where no recipe is offered, and everywhere on graphs of at most 200 nodes, the wide space on graphs of at
+#       most 32)
 #
 # Prints the markdown table of docs/benchmarks.md; exits 1 if a plan's recount disagrees with the ILP.
 set -eu
