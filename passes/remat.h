@@ -32,9 +32,12 @@
  *   - or (retention) a third candidate runs v's producer alone, keeping each
  *     of its inputs that died before q alive from its last use until the
  *     latest chosen recipe reading it (Moccasin's retention intervals),
- *     instead of rerunning that input's cone; on small graphs a droppable
- *     input away at q may be retained the same way inside its gap, from the
- *     gap's start until its latest reader, coming back after that;
+ *     instead of rerunning that input's cone; on small graphs also recipes
+ *     cut short (the nodes within d steps of the producer rerun, the dead
+ *     values deeper ones made retained), and a droppable input away at q may
+ *     be retained the same way inside its gap, from the gap's start until its
+ *     latest reader, coming back after that; a recipe's count then follows
+ *     what it frees after its last read of a value it reads last;
  *   - the cost of a plan is the sum of its recipes' costs; its peak is counted
  *     step by step, recipe nodes included.
  * The ILP (GLPK) chooses at most one candidate per group; mp_rsched_count()

@@ -1,7 +1,8 @@
 /* remat_space.c - the decision space of rematerialization (docs/ilp.md): the
  * store-everything counts, the groups (a droppable value and one of its gaps
  * between uses), and for each the candidate steps it may come back at with
- * the recipe that brings it back (or, retaining, the producer alone). Four
+ * the recipe that brings it back (or, retaining, the producer alone, or on
+ * small graphs the nodes near it), with the values it may free as it runs. Four
  * passes: uses and last uses, store-everything counts, groups, candidates
  * (latest producer first, so that chains cascade into earlier values). */
 #include <stdlib.h>

@@ -636,10 +636,12 @@ START_TEST(checkmate)
            "every plan equal to Checkmate's cost at %d budgets\n",
            graphs, by_hand ? "at least" : "at most", by_hand ? least_nodes : 15, unsolved, seconds, budgets, equal,
            above, below, peak_above, outside, bound_tight);
-    ck_assert_int_ge(equal, budgets * 9 / 10); /* 96 %; 80 % without retaining candidates everywhere on small graphs */
+    ck_assert_int_ge(equal, budgets * 9 / 10);
     if (by_hand) return;
+    /* 97.8 %; 96.2 % without the wide space (wide_nodes), 80 % without retaining candidates everywhere either */
+    ck_assert_int_ge(equal, budgets * 97 / 100);
     ck_assert_int_le(unsolved, graphs * 7 / 50);
-    ck_assert_int_le(peak_above, graphs / 2);
+    ck_assert_int_le(peak_above, graphs / 4); /* 16 graphs; 26 without the wide space */
 }
 END_TEST
 
