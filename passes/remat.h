@@ -157,10 +157,11 @@ typedef struct mp_rspace_opts {
     int32_t wide_nodes;     /* on graphs of at most this many nodes (default 32) the space is wider, nearer
                              * every order, as Checkmate's orders show: a recipe may read a value in the gap it
                              * is away in (the value leaves after its latest such reader, retained in its gap,
-                             * and comes back later), and recipes are also cut short (the nodes within d steps of
-                             * the producer rerun, the dead values deeper ones made retained). It weakens the LP:
-                             * on Checkmate's graphs (45-185 nodes) the first changed no plan and slowed the
-                             * search (fcn_8 at 0.7: 13 % from its bound after 5 s, 0.03 % without) */
+                             * and comes back later), recipes are also cut short (the nodes within d steps of
+                             * the producer rerun, the dead values deeper ones made retained), and recipes make
+                             * away inputs for themselves (as expand_nodes). It weakens the LP: on Checkmate's
+                             * graphs (45-185 nodes) it made one plan cheaper and slowed the searches (fcn_8 at
+                             * 0.7: 30 % from its bound after 5 s, 0.03 % without; docs/benchmarks.md) */
     int32_t expand_nodes;   /* second candidates whose recipe makes an away input for itself, on graphs of at
                              * most this many nodes (default 0, never: they more than double the program and
                              * weaken its LP, so the time-limited search loses more than they win, docs/ilp.md) */
@@ -216,6 +217,13 @@ void mp_rspace_free(mp_rspace *sp);
 
 /* May c's recipe free x after its last read of it (x is one of c->leave)? */
 bool mp_rcand_leaves(const mp_rcand *c, int32_t x);
+
+/* Where a value is kept alive for a reader at step q, a *span*: after its
+ * last use (span x, when last_use[x] < q), or in the gap of its group g
+ * holding q (span nvalues + g); -1 when neither. mp_rspace_span_start gives
+ * the first step a span keeps its value alive at. */
+int32_t mp_rspace_span(const mp_rspace *sp, int32_t x, int32_t q);
+int32_t mp_rspace_span_start(const mp_rspace *sp, int32_t span);
 
 /* The group of value v whose gap holds step q (gap_start < q <= gap_end), -1 when none. */
 int32_t mp_rspace_group(const mp_rspace *sp, int32_t v, int32_t q);

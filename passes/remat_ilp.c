@@ -294,12 +294,6 @@ static bool phase_binds(const ilp *m, int32_t c)
     return sp->base_between[q] - vbytes(sp, c) + sp->cand[c].recipe_peak + m->ret_phase[q] > m->floor;
 }
 
-/* The first step span s keeps its value alive at: after its last use, or from the start of its gap. */
-static int32_t span_from(const mp_rspace *sp, int32_t s)
-{
-    return s < sp->rg->nvalues ? sp->last_use[s] + 1 : sp->gap_start[s - sp->rg->nvalues] + 1;
-}
-
 /* The group of c's f-th frontier input when that input may be away at c's step (a candidate of the group holding
  * that step comes back later), -1 otherwise. */
 static int32_t away_group(const mp_rspace *sp, int32_t c, int32_t f)
@@ -336,7 +330,8 @@ static int build_retention(ilp *m)
             m->ret[m->nret++] = (ret_entry){rc->retain[k], rc->step, rc->group, c, rc->retain[k]};
         for (int32_t f = 0; f < rc->nfront; f++) {
             int32_t j = away_group(sp, c, f);
-            if (j >= 0 && mp_rcand_leaves(rc, rc->front[f])) m->ret[m->nret++] = (ret_entry){rc->front[f], rc->step, rc->group, c, sp->rg->nvalues + j};
+            if (j >= 0 && mp_rcand_leaves(rc, rc->front[f]))
+                m->ret[m->nret++] = (ret_entry){rc->front[f], rc->step, rc->group, c, sp->rg->nvalues + j};
         }
     }
     qsort(m->ret, (size_t)m->nret, sizeof *m->ret, cmp_ret);
@@ -349,7 +344,7 @@ static int build_retention(ilp *m)
     for (int32_t x = 0; x < nv; x++) { /* difference arrays, summed below */
         if (m->ret_first[x] == m->ret_first[x + 1]) continue;
         int64_t b = sp->rg->bytes[m->ret[m->ret_first[x]].value];
-        int32_t from = span_from(sp, x), to = m->ret[m->ret_first[x + 1] - 1].step;
+        int32_t from = mp_rspace_span_start(sp, x), to = m->ret[m->ret_first[x + 1] - 1].step;
         m->ret_node[from] += b, m->ret_node[to] -= b;
         m->ret_phase[from] += b, m->ret_phase[to + 1] -= b;
     }
@@ -641,7 +636,7 @@ static int build_model(ilp *m, mp_err *err)
             row = new_row(m, GLP_LO, 0, 0);
             if (put(m, row, m->zcol[e], 1) || put(m, row, m->zcol[e + 1], -1)) goto oom;
         }
-        int32_t from = first ? span_from(sp, r->span) : m->ret[e - 1].step, ks = next[from], ke = next[r->step];
+        int32_t from = first ? mp_rspace_span_start(sp, r->span) : m->ret[e - 1].step, ks = next[from], ke = next[r->step];
         double b = (double)sp->rg->bytes[r->value] / u;
         if (from >= r->step || ks == ke) continue;
         if ((ks >= 0 && put(m, chain[ks], m->zcol[e], b)) || (ke >= 0 && put(m, chain[ke], m->zcol[e], -b))) goto oom;
@@ -652,9 +647,9 @@ static int build_model(ilp *m, mp_err *err)
         const mp_rcand *cc = &sp->cand[c];
         for (int32_t i = 0; i < cc->nrecipe; i++)
             for (int32_t k = sp->rg->out_off[cc->recipe[i]]; k < sp->rg->out_off[cc->recipe[i] + 1]; k++) {
-                int32_t y = sp->rg->out[k], g = mp_rspace_group(sp, y, cc->step);
-                int32_t s = sp->last_use[y] < cc->step ? y : g >= 0 ? sp->rg->nvalues + g : -1, e = s < 0 ? 0 : m->ret_first[s];
+                int32_t y = sp->rg->out[k], s = mp_rspace_span(sp, y, cc->step);
                 if (y == cc->value || s < 0) continue;
+                int32_t e = m->ret_first[s];
                 while (e < m->ret_first[s + 1] &&
                        (m->ret[e].step < cc->step || (m->ret[e].step == cc->step && m->ret[e].group < cc->group)))
                     e++;
@@ -716,7 +711,7 @@ static int plan_columns(const ilp *m, const int32_t *choice, int64_t peak, doubl
         bool away = j < 0 || (choice[j] >= 0 && sp->cand[choice[j]].step > r->step);
         x[m->zcol[e]] = later || (choice[r->group] == r->cand && away);
         if (x[m->zcol[e]] > 0.5 && !later) {
-            delta[span_from(sp, r->span)] -= sp->rg->bytes[r->value];
+            delta[mp_rspace_span_start(sp, r->span)] -= sp->rg->bytes[r->value];
             delta[r->step] += sp->rg->bytes[r->value];
         }
     }

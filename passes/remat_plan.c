@@ -39,9 +39,9 @@ static bool runs_after(const mp_rcand *a, const mp_rcand *b)
     return a->step > b->step || (a->step == b->step && a->group > b->group);
 }
 
-/* The retained spans of a plan: a value x retained after its last use is span
- * x; a droppable value retained in the gap of its group g (a chosen recipe
- * reads it there while it is away: it comes back later) is span nvalues + g. */
+/* The retained spans of a plan (mp_rspace_span): a value retained after its
+ * last use, or in the gap of its group while it is away there (a chosen recipe
+ * reads it there, and it comes back later). */
 static int32_t span_count(const mp_rspace *sp) { return sp->rg->nvalues + sp->ndrop; }
 
 static int64_t span_bytes(const mp_rspace *sp, int32_t s)
@@ -49,19 +49,13 @@ static int64_t span_bytes(const mp_rspace *sp, int32_t s)
     return sp->rg->bytes[s < sp->rg->nvalues ? s : sp->drop[s - sp->rg->nvalues]];
 }
 
-/* The first step a span keeps its value alive at. */
-static int32_t span_from(const mp_rspace *sp, int32_t s)
-{
-    return s < sp->rg->nvalues ? sp->last_use[s] + 1 : sp->gap_start[s - sp->rg->nvalues] + 1;
-}
-
 /* The span in which c's k-th leaving value is retained in the plan: after its last use, or in its gap when it is
  * away at c's step; -1 when it is resident then (not retained). */
 static int32_t leave_span(const mp_rspace *sp, const mp_rplan *p, const mp_rcand *c, int32_t k)
 {
-    int32_t x = c->leave[k], g = mp_rspace_group(sp, x, c->step);
-    if (sp->last_use[x] < c->step) return x;
-    return back_at(sp, p, g) > c->step ? sp->rg->nvalues + g : -1;
+    int32_t s = mp_rspace_span(sp, c->leave[k], c->step);
+    if (s < 0 || s < sp->rg->nvalues) return s;
+    return back_at(sp, p, s - sp->rg->nvalues) > c->step ? s : -1;
 }
 
 /* The chosen recipe that reads each retained span last: (*last)[s] indexes
@@ -95,8 +89,7 @@ static int check_retained(const mp_rspace *sp, const mp_rplan *p, const int32_t 
         const mp_rcand *c = &sp->cand[p->choice[i]];
         for (int32_t r = 0; r < c->nrecipe && !rc; r++)
             for (int32_t k = rg->out_off[c->recipe[r]]; k < rg->out_off[c->recipe[r] + 1] && !rc; k++) {
-                int32_t y = rg->out[k], g = mp_rspace_group(sp, y, c->step);
-                int32_t s = sp->last_use[y] < c->step ? y : g >= 0 ? rg->nvalues + g : -1;
+                int32_t y = rg->out[k], s = mp_rspace_span(sp, y, c->step);
                 if (y == c->value || s < 0 || last[s] < 0 || runs_after(c, &sp->cand[last[s]])) continue;
                 rc = mp_fail(err, "remat plan: recomputing value %d (output of '%s') before step %d makes value %d "
                              "(output of '%s') again while it is retained until step %d", c->value,
@@ -188,12 +181,12 @@ int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, in
         free(delta), free(ends), free(last);
         return -1;
     }
-    /* a retained span is alive at nodes span_from .. S - 1 and in the phase
+    /* a retained span is alive at nodes from its start to S - 1 and in the phase
      * before node S (ends[S]) up to its latest reader there, S its step */
     for (int32_t s = 0; s < span_count(sp); s++) {
         if (last[s] < 0) continue;
         int32_t S = sp->cand[last[s]].step;
-        delta[span_from(sp, s)] -= span_bytes(sp, s);
+        delta[mp_rspace_span_start(sp, s)] -= span_bytes(sp, s);
         delta[S] += span_bytes(sp, s);
         ends[S] += span_bytes(sp, s);
     }

@@ -304,6 +304,17 @@ bool mp_rcand_leaves(const mp_rcand *c, int32_t x)
     return false;
 }
 
+int32_t mp_rspace_span(const mp_rspace *sp, int32_t x, int32_t q)
+{
+    int32_t g = mp_rspace_group(sp, x, q);
+    return sp->last_use[x] < q ? x : g >= 0 ? sp->rg->nvalues + g : -1;
+}
+
+int32_t mp_rspace_span_start(const mp_rspace *sp, int32_t span)
+{
+    return span < sp->rg->nvalues ? sp->last_use[span] + 1 : sp->gap_start[span - sp->rg->nvalues] + 1;
+}
+
 /* A value alive at step q in the store-everything order (produced before q, needed at q or later). */
 static bool live_at(const mp_rspace *sp, int32_t x, int32_t q)
 {
@@ -502,6 +513,7 @@ static int find_candidates(build *b, mp_err *err)
 {
     mp_rspace *sp = b->sp;
     int32_t nd = sp->ndrop, maxc = b->o.max_candidates;
+    bool wide = b->rg->nnodes <= b->o.wide_nodes;
     ivec *Q = calloc((size_t)nd + 1, sizeof *Q);
     int32_t *first = malloc(((size_t)nd + 1) * sizeof *first), *count = calloc((size_t)nd + 1, sizeof *count);
     uint8_t *take = malloc((size_t)b->rg->nnodes + 1);
@@ -556,8 +568,7 @@ static int find_candidates(build *b, mp_err *err)
             }
             /* on small graphs, recipes cut short: the nodes within d steps of the producer rerun, the dead values
              * the deeper ones made are retained (Checkmate's orders keep such a value to rerun the end of a chain) */
-            for (int32_t d = 1, last = 1; b->o.retain && whole > 1 && b->rg->nnodes <= b->o.wide_nodes && d < deepest;
-                 d++) {
+            for (int32_t d = 1, last = 1; b->o.retain && wide && whole > 1 && d < deepest; d++) {
                 if (!make_recipe(b, w, step, d) || b->rec.n <= last || b->rec.n >= whole) continue;
                 last = b->rec.n;
                 if (add_cand(b, w, step, i, err)) goto done;
@@ -566,7 +577,7 @@ static int find_candidates(build *b, mp_err *err)
             }
             /* a second way: a frontier input that is away at step (its gap runs past it) made
              * inside the recipe and freed after its read, as DTR does; these add no steps */
-            for (int32_t f = 0; whole && f < b->tc[base].nfront && b->rg->nnodes <= b->o.expand_nodes; f++) {
+            for (int32_t f = 0; whole && f < b->tc[base].nfront && (wide || b->rg->nnodes <= b->o.expand_nodes); f++) {
                 int32_t v = b->fpool.a[b->tc[base].foff + f], g = mp_rspace_group(sp, v, step);
                 if (step >= sp->gap_end[g]) continue; /* node step reads v: it cannot be away */
                 b->expand = v;

@@ -303,7 +303,7 @@ START_TEST(oracle)
     int32_t repairs = 0, repaired = 0, repaired_least = 0, proof_raised = 0, near_cheaper = 0, first_searched = 0;
     int32_t cut = 0;
     int32_t bounded = 0, tight = 0, peak_tight = 0, bound_tight = 0, retaining = 0, retain_cheaper = 0, retain_dearer = 0;
-    int32_t gap_kept = 0, gap_cheaper = 0, cut_short = 0;
+    int32_t gap_kept = 0, gap_cheaper = 0, more_cands = 0;
     for (uint64_t seed = 1; tested < 250; seed++) {
         ck_assert_msg(seed < 2000, "too few instances small enough to enumerate");
         tgraph tg;
@@ -339,14 +339,14 @@ START_TEST(oracle)
         outcome *oc0 = NULL;
         int32_t n0 = enumerate(&rg, &sp0, &oc0, 1 << 20);
         ck_assert_int_ge(n0, 1);
-        /* and the narrow space of big graphs (no value retained in its gap, no recipe cut short): each of its plans
-         * is one here */
+        /* and the narrow space of big graphs (no value retained in its gap, no recipe cut short, none making an
+         * input inside on even seeds): each of its plans is one here */
         mp_rspace_opts o2 = so;
         o2.wide_nodes = 0;
         mp_rspace sp2;
         ck_assert_msg(!mp_rspace_build(&rg, &o2, &sp2, &err), "%s", err.msg);
         ck_assert_int_le(sp2.ncand, sp.ncand);
-        cut_short += sp.ncand - sp2.ncand;
+        more_cands += sp.ncand - sp2.ncand;
         for (int32_t c = 0; c < sp.ncand; c++)
             gap_kept += sp.cand[c].nleave - sp.cand[c].nretain;
         outcome *oc2 = NULL;
@@ -518,8 +518,8 @@ START_TEST(oracle)
            "fit, a search for any plan found the first at %d; Gomory's cuts raised the LP's bound at %d\n",
            proof_raised, near_cheaper, first_searched, cut);
     printf("oracle: the wide space of small graphs (on two instances in three): %d frontier inputs may leave after "
-           "a recipe reads them, %d recipes cut short; cheaper than the narrow one at %d budgets, never dearer\n",
-           gap_kept, cut_short, gap_cheaper);
+           "a recipe reads them, %d more candidates (recipes cut short or making an input inside); cheaper than the "
+           "narrow one at %d budgets, never dearer\n", gap_kept, more_cands, gap_cheaper);
     ck_assert_int_ge(gap_cheaper, 10);
     ck_assert_int_ge(proof_raised, 50);
     ck_assert_int_ge(near_cheaper, 20);
@@ -638,10 +638,10 @@ START_TEST(checkmate)
            above, below, peak_above, outside, bound_tight);
     ck_assert_int_ge(equal, budgets * 9 / 10);
     if (by_hand) return;
-    /* 97.8 %; 96.2 % without the wide space (wide_nodes), 80 % without retaining candidates everywhere either */
+    /* 98 %; 96.2 % without the wide space (wide_nodes), 80 % without retaining candidates everywhere either */
     ck_assert_int_ge(equal, budgets * 97 / 100);
     ck_assert_int_le(unsolved, graphs * 7 / 50);
-    ck_assert_int_le(peak_above, graphs / 4); /* 16 graphs; 26 without the wide space */
+    ck_assert_int_le(peak_above, graphs / 8); /* 9 graphs; 26 without the wide space */
 }
 END_TEST
 
