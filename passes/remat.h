@@ -163,8 +163,9 @@ typedef struct mp_rspace_opts {
                              * graphs (45-185 nodes) it made one plan cheaper and slowed the searches (fcn_8 at
                              * 0.7: 30 % from its bound after 5 s, 0.03 % without; docs/benchmarks.md) */
     int32_t expand_nodes;   /* second candidates whose recipe makes an away input for itself, on graphs of at
-                             * most this many nodes (default 0, never: they more than double the program and
-                             * weaken its LP, so the time-limited search loses more than they win, docs/ilp.md) */
+                             * most this many nodes (default 0: only in the wide space; they more than double the
+                             * program and weaken its LP, so the time-limited search loses more than they win on
+                             * big graphs, docs/ilp.md) */
 } mp_rspace_opts;
 
 mp_rspace_opts mp_rspace_defaults(void);

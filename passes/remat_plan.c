@@ -54,7 +54,7 @@ static int64_t span_bytes(const mp_rspace *sp, int32_t s)
 static int32_t leave_span(const mp_rspace *sp, const mp_rplan *p, const mp_rcand *c, int32_t k)
 {
     int32_t s = mp_rspace_span(sp, c->leave[k], c->step);
-    if (s < 0 || s < sp->rg->nvalues) return s;
+    if (s < sp->rg->nvalues) return s; /* -1, or after its last use */
     return back_at(sp, p, s - sp->rg->nvalues) > c->step ? s : -1;
 }
 

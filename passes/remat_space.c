@@ -63,7 +63,7 @@ typedef struct build {
     ivec depth;               /* beside rec: each node's distance from the value's producer */
     ivec rpool, fpool, tpool; /* recipes, frontiers and retained values of all candidates */
     ivec lpool;               /* the values each candidate may free while its recipe runs (mp_rcand.leave) */
-    int64_t *ppool;           /* their segments' peaks (mp_rcand.leave_peak) */
+    int64_t *ppool;           /* the peaks of the stretches between their last reads (mp_rcand.leave_peak) */
     int32_t np, capp;
     int64_t *profile;         /* the extra bytes at each entry of the recipe being built */
     int32_t capprofile;
@@ -382,6 +382,7 @@ static bool make_recipe(build *b, int32_t w, int32_t q, int32_t depth)
     return !retain || b->ret.n > 0;
 }
 
+/* Is x one of the dead inputs the recipe being built keeps alive? */
 static bool retained(const build *b, int32_t x)
 {
     for (int32_t k = 0; k < b->ret.n; k++)
@@ -575,8 +576,8 @@ static int find_candidates(build *b, mp_err *err)
                 count[i]++;
                 if (!share_step(b, Q, step, sec)) goto oom;
             }
-            /* a second way: a frontier input that is away at step (its gap runs past it) made
-             * inside the recipe and freed after its read, as DTR does; these add no steps */
+            /* a second way, on small graphs (or up to expand_nodes): a frontier input that is away at step (its gap
+             * runs past it) made inside the recipe and freed after its read, as DTR does; these add no steps */
             for (int32_t f = 0; whole && f < b->tc[base].nfront && (wide || b->rg->nnodes <= b->o.expand_nodes); f++) {
                 int32_t v = b->fpool.a[b->tc[base].foff + f], g = mp_rspace_group(sp, v, step);
                 if (step >= sp->gap_end[g]) continue; /* node step reads v: it cannot be away */
