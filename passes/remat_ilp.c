@@ -360,6 +360,19 @@ static double d_lower(const ilp *m, int32_t t, double B)
     return m->peak_mode ? lb : fmax(lb, (double)m->sp->base_live[t] / m->unit - B);
 }
 
+/* Adds to row sign * bytes * (z of the first entry at e's place - z of the next entry of its span after that
+ * place): the presence of e's value that only the readers at that place hold (several candidates of one group may
+ * read it there). */
+static int put_place(ilp *m, int row, int32_t e, double sign)
+{
+    const ret_entry *r = &m->ret[e];
+    int32_t first = e, after = e + 1, end = m->ret_first[r->span + 1];
+    while (first > m->ret_first[r->span] && same_place(&m->ret[first - 1], r)) first--;
+    while (after < end && same_place(&m->ret[after], r)) after++;
+    double b = sign * (double)m->sp->rg->bytes[r->value] / m->unit;
+    return put(m, row, m->zcol[first], b) || (after < end && put(m, row, m->zcol[after], -b)) ? -1 : 0;
+}
+
 /* The retention entry of candidate c reading x, -1 when none (x is never retained for it). */
 static int32_t entry_of(const ilp *m, int32_t c, int32_t x)
 {
@@ -408,16 +421,10 @@ static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, i
         for (int32_t k = hi; next_l && k < to && sp->cand[cat[k]].group == sp->cand[cat[hi]].group; k++)
             if (put(m, row, cat[k] + 1, -(double)vbytes(sp, cat[k]) / u)) return -1;
         for (int32_t k = m->at_off[q]; k < m->at_off[q + 1]; k++) {
-            /* a run of entries of one span at this position (several candidates of the group read the value) adds
-             * z of its first less z of the next after it */
-            int32_t e = m->at[k], end = e;
+            int32_t e = m->at[k]; /* once per run of entries at this position */
             const ret_entry *r = &m->ret[e];
             if (r->group != g || (e > m->ret_first[r->span] && same_place(&m->ret[e - 1], r))) continue;
-            while (end + 1 < m->ret_first[r->span + 1] && same_place(&m->ret[end + 1], r)) end++;
-            double b = (double)sp->rg->bytes[r->value] / u;
-            if (put(m, row, m->zcol[e], b) ||
-                (end + 1 < m->ret_first[r->span + 1] && put(m, row, m->zcol[end + 1], -b)))
-                return -1;
+            if (put_place(m, row, e, 1)) return -1;
         }
         for (int32_t j = lo; j < hi; j++) {
             int32_t c = cat[j];
@@ -437,15 +444,8 @@ static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, i
                     put(m, pr, c + 1, (double)(peak - vbytes(sp, c)) / u) || (m->peak_mode && put(m, pr, m->bcol, -1)))
                     return -1;
                 for (int32_t i = 0; i < k; i++) {
-                    int32_t e = entry_of(m, c, rc->leave[i]), end = e;
-                    if (e < 0) continue; /* never retained: resident */
-                    const ret_entry *r = &m->ret[e];
-                    while (e > m->ret_first[r->span] && same_place(&m->ret[e - 1], r)) e--;
-                    while (end + 1 < m->ret_first[r->span + 1] && same_place(&m->ret[end + 1], r)) end++;
-                    double b = (double)sp->rg->bytes[r->value] / u;
-                    if (put(m, pr, m->zcol[e], -b) ||
-                        (end + 1 < m->ret_first[r->span + 1] && put(m, pr, m->zcol[end + 1], b)))
-                        return -1;
+                    int32_t e = entry_of(m, c, rc->leave[i]);
+                    if (e >= 0 && put_place(m, pr, e, -1)) return -1; /* (none: never retained, resident) */
                 }
             }
         }

@@ -306,8 +306,9 @@ bool mp_rcand_leaves(const mp_rcand *c, int32_t x)
 
 int32_t mp_rspace_span(const mp_rspace *sp, int32_t x, int32_t q)
 {
+    if (sp->last_use[x] < q) return x;
     int32_t g = mp_rspace_group(sp, x, q);
-    return sp->last_use[x] < q ? x : g >= 0 ? sp->rg->nvalues + g : -1;
+    return g >= 0 ? sp->rg->nvalues + g : -1;
 }
 
 int32_t mp_rspace_span_start(const mp_rspace *sp, int32_t span)
