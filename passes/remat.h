@@ -34,7 +34,8 @@
  *     latest chosen recipe reading it (Moccasin's retention intervals),
  *     instead of rerunning that input's cone; on small graphs also recipes
  *     cut short (the nodes within d steps of the producer rerun, the dead
- *     values deeper ones made retained), and a droppable input away at q may
+ *     values deeper ones made retained), recipes that make every away input
+ *     for themselves, level by level, and a droppable input away at q may
  *     be retained the same way inside its gap, from the gap's start until its
  *     latest reader, coming back after that; a recipe's count then follows
  *     what it frees after its last read of a value it reads last;
@@ -159,13 +160,18 @@ typedef struct mp_rspace_opts {
                              * is away in (the value leaves after its latest such reader, retained in its gap,
                              * and comes back later), recipes are also cut short (the nodes within d steps of
                              * the producer rerun, the dead values deeper ones made retained), and recipes make
-                             * away inputs for themselves (as expand_nodes). It weakens the LP: on Checkmate's
-                             * graphs (45-185 nodes) it made one plan cheaper and slowed the searches (fcn_8 at
-                             * 0.7: 30 % from its bound after 5 s, 0.03 % without; docs/benchmarks.md) */
+                             * away inputs for themselves (as expand_nodes), also all of them at once, then
+                             * theirs, level by level (a rerun from what is present, DTR's). It weakens the LP:
+                             * on Checkmate's graphs (45-185 nodes) it made one plan cheaper and slowed the
+                             * searches (fcn_8 at 0.7: 30 % from its bound after 5 s, 0.03 % without;
+                             * docs/benchmarks.md) */
     int32_t expand_nodes;   /* second candidates whose recipe makes an away input for itself, on graphs of at
                              * most this many nodes (default 0: only in the wide space; they more than double the
                              * program and weaken its LP, so the time-limited search loses more than they win on
                              * big graphs, docs/ilp.md) */
+    int32_t every_step_nodes; /* on graphs of at most this many nodes (default 32) every step of a gap is a
+                               * candidate step, uncapped: Checkmate's orders bring values back where the memory
+                               * is lowest or beside a recipe that makes their inputs (docs/ilp.md) */
 } mp_rspace_opts;
 
 mp_rspace_opts mp_rspace_defaults(void);
@@ -186,9 +192,10 @@ typedef struct mp_rcand {
     int64_t *leave_peak;      /* nleave + 1: the most extra bytes while the recipe runs up to its last read of
                                * leave[0], then up to that of leave[k] (k >= 1), then to its end (-1 where no node
                                * runs); their largest is recipe_peak */
-    int32_t nexpand, *expand; /* values the recipe makes again for itself although they are live at step: they
-                               * must be away then (their group comes back after step), and the recipe frees
-                               * its copy after its last read, as it frees intermediates */
+    int32_t nexpand, *expand; /* values the recipe makes again for itself although they are live at step (one;
+                               * on small graphs also several, level by level): they must be away then (their
+                               * group comes back after step), and the recipe frees its copy after its last read,
+                               * as it frees intermediates */
     int32_t nretain, *retain; /* values the recipe reads that died before step (last_use < step): kept alive
                                * from last_use + 1 until the latest chosen recipe reading them runs; no chosen
                                * recipe may make one of them again while it is so kept */

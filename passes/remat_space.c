@@ -14,7 +14,7 @@ mp_rspace_opts mp_rspace_defaults(void)
 {
     return (mp_rspace_opts){.max_candidates = 6, .max_gaps = 4, .max_recipe = 64, .min_fraction = 0,
                             .retain = true, .retain_over = INT32_MAX, .retain_nodes = 200,
-                            .wide_nodes = 32, .expand_nodes = 0};
+                            .wide_nodes = 32, .expand_nodes = 0, .every_step_nodes = 32};
 }
 
 static bool flag(const uint8_t *a, int32_t i) { return a && a[i]; }
@@ -44,7 +44,8 @@ static int cmp_i32(const void *a, const void *b)
 
 /* A candidate while the space is built: recipe and frontier as offsets into pools. */
 typedef struct tcand {
-    int32_t value, step, group, nrecipe, roff, nfront, foff, expand; /* expand: the value made inside, -1 none */
+    int32_t value, step, group, nrecipe, roff, nfront, foff;
+    int32_t nexpand, eoff; /* the values made inside, in epool */
     int32_t nretain, toff;
     int32_t nleave, loff, poff; /* leave values in lpool, their nleave + 1 peaks in ppool */
     double cost;
@@ -58,10 +59,13 @@ typedef struct build {
     int32_t *use_off, *use;   /* CSR: sorted distinct steps reading each value */
     int32_t *node_mark, *val_mark, *dead_last; /* stamped scratch */
     int32_t stamp;
-    int32_t expand;           /* the value the recipe being built makes for itself although live at q, -1 none */
+    ivec expand;              /* the values the recipe being built makes for itself although live at q */
+    int32_t hold;             /* a dead value the recipe being built retains wherever it reads it, -1 none */
+    uint8_t *inside;          /* nvalues: 1 for those values */
     ivec rec, front, ret;     /* the recipe being built; ret: the dead inputs a retaining one keeps */
     ivec depth;               /* beside rec: each node's distance from the value's producer */
     ivec rpool, fpool, tpool; /* recipes, frontiers and retained values of all candidates */
+    ivec epool;               /* the values each candidate makes for itself (mp_rcand.expand) */
     ivec lpool;               /* the values each candidate may free while its recipe runs (mp_rcand.leave) */
     int64_t *ppool;           /* the peaks of the stretches between their last reads (mp_rcand.leave_peak) */
     int32_t np, capp;
@@ -323,20 +327,35 @@ static bool live_at(const mp_rspace *sp, int32_t x, int32_t q)
 }
 
 /* Alive at q for the recipe being built: the value it makes for itself is not. */
-static bool live_for(const build *b, int32_t x, int32_t q) { return x != b->expand && live_at(b->sp, x, q); }
+static bool live_for(const build *b, int32_t x, int32_t q) { return !b->inside[x] && live_at(b->sp, x, q); }
+
+/* The values the recipe being built makes for itself: none. */
+static void clear_inside(build *b)
+{
+    for (int32_t i = 0; i < b->expand.n; i++) b->inside[b->expand.a[i]] = 0;
+    b->expand.n = 0;
+}
+
+static bool make_inside(build *b, int32_t v)
+{
+    if (b->inside[v]) return true;
+    b->inside[v] = 1;
+    return ivec_push(&b->expand, v);
+}
 
 /* R(w,q) into b->rec (node ids, increasing) and b->front; false when it is
  * not offered. Retaining (depth < INT32_MAX), only the nodes within depth
  * steps of w's producer rerun (0: the producer alone): the inputs that died
  * before q and come from deeper go to b->ret, kept alive until it runs (a
  * buffer overwritten in place, pinned, cannot be: then it is not offered,
- * nor when nothing is retained). */
+ * nor when nothing is retained); so does b->hold at any depth. A value
+ * retained while its producer reruns would be made twice: not offered. */
 static bool make_recipe(build *b, int32_t w, int32_t q, int32_t depth)
 {
     const mp_rgraph *rg = b->rg;
     const mp_rspace *sp = b->sp;
     int32_t s = ++b->stamp;
-    bool retain = depth < INT32_MAX;
+    bool retain = depth < INT32_MAX || b->hold >= 0;
     b->rec.n = b->front.n = b->ret.n = b->depth.n = 0;
     int32_t pw = rg->producer[w];
     if (!ivec_push(&b->rec, pw) || !ivec_push(&b->depth, 0)) return false;
@@ -355,7 +374,7 @@ static bool make_recipe(build *b, int32_t w, int32_t q, int32_t depth)
                 continue;
             }
             if (b->node_mark[px] == s) continue;
-            if (retain && (b->depth.a[i] >= depth || !flag(rg->recomputable, px))) {
+            if (retain && (b->depth.a[i] >= depth || x == b->hold || !flag(rg->recomputable, px))) {
                 if (flag(rg->pinned, x)) return false;
                 if (b->val_mark[x] == s) continue;
                 b->val_mark[x] = s;
@@ -380,6 +399,8 @@ static bool make_recipe(build *b, int32_t w, int32_t q, int32_t depth)
             if (y != w && live_for(b, y, q) && !flag(rg->keep_to_end, y)) return false;
         }
     }
+    for (int32_t i = 0; i < b->ret.n; i++)
+        if (b->node_mark[rg->producer[b->ret.a[i]]] == s) return false;
     return !retain || b->ret.n > 0;
 }
 
@@ -478,7 +499,7 @@ static int add_cand(build *b, int32_t w, int32_t q, int32_t group, mp_err *err)
     }
     tcand *c = &b->tc[b->ntc++];
     *c = (tcand){.value = w, .step = q, .group = group, .nrecipe = b->rec.n, .roff = b->rpool.n, .nfront = b->front.n,
-                 .foff = b->fpool.n, .expand = b->expand, .nretain = b->ret.n,
+                 .foff = b->fpool.n, .nexpand = b->expand.n, .eoff = b->epool.n, .nretain = b->ret.n,
                  .toff = b->tpool.n, .peak = recipe_peak(b, w, q), .loff = b->lpool.n, .poff = b->np};
     for (int32_t i = 0; i < b->rec.n; i++) {
         c->cost += b->rg->cost ? b->rg->cost[b->rec.a[i]] : 0;
@@ -488,6 +509,8 @@ static int add_cand(build *b, int32_t w, int32_t q, int32_t group, mp_err *err)
         if (!ivec_push(&b->fpool, b->front.a[i])) return mp_fail(err, "out of memory building the remat space");
     for (int32_t i = 0; i < c->nretain; i++)
         if (!ivec_push(&b->tpool, b->ret.a[i])) return mp_fail(err, "out of memory building the remat space");
+    for (int32_t i = 0; i < c->nexpand; i++)
+        if (!ivec_push(&b->epool, b->expand.a[i])) return mp_fail(err, "out of memory building the remat space");
     return add_leaves(b, c) ? mp_fail(err, "out of memory building the remat space") : 0;
 }
 
@@ -503,7 +526,70 @@ static bool share_step(build *b, ivec *Q, int32_t step, int32_t sec)
     return true;
 }
 
-/* pass 4: candidates, latest group first. Q(g) starts as {b_g}; each recipe
+/* Does the recipe just built repeat one of the candidates of (w, step) from `from` on? */
+static bool offered(const build *b, int32_t from, int32_t step)
+{
+    for (int32_t k = from; k < b->ntc; k++) {
+        const tcand *t = &b->tc[k];
+        if (t->step == step && t->nexpand == 0 && t->nrecipe == b->rec.n &&
+            !memcmp(b->rpool.a + t->roff, b->rec.a, (size_t)b->rec.n * sizeof *b->rec.a))
+            return true;
+    }
+    return false;
+}
+
+/* Candidates (w, step) that retain one dead value x of the whole recipe (cand
+ * `whole`) wherever a recipe node reads it, rerunning the rest: for each x a
+ * node of the whole recipe makes and another reads. */
+static int add_holds(build *b, int32_t w, int32_t step, int32_t group, int32_t whole, int32_t *count, mp_err *err)
+{
+    const mp_rgraph *rg = b->rg;
+    const tcand *t = &b->tc[whole];
+    int32_t nrec = t->nrecipe, roff = t->roff, rc = 0;
+    for (int32_t j = 0; j < nrec - 1 && !rc; j++) /* the last node makes w */
+        for (int32_t k = rg->out_off[b->rpool.a[roff + j]]; k < rg->out_off[b->rpool.a[roff + j] + 1] && !rc; k++) {
+            b->hold = rg->out[k];
+            if (make_recipe(b, w, step, INT32_MAX) && b->rec.n > 1 && b->rec.n < nrec && !offered(b, whole, step)) {
+                rc = add_cand(b, w, step, group, err);
+                ++*count;
+            }
+        }
+    b->hold = -1;
+    return rc;
+}
+
+/* Candidates (w, step) whose recipe makes every frontier input away at step
+ * (its gap runs past step) for itself, level by level: each level also makes
+ * the away inputs of the recipe the last level grew. A level of one such
+ * input is the made-inside candidate already offered, and a level that adds
+ * no node, or passes max_recipe, ends the ladder. */
+static int add_deep(build *b, int32_t w, int32_t step, int32_t group, int32_t *count, mp_err *err)
+{
+    const mp_rspace *sp = b->sp;
+    int rc = 0;
+    for (int32_t n = 0;;) {
+        if (!make_recipe(b, w, step, INT32_MAX) || b->rec.n <= n) break;
+        n = b->rec.n;
+        if (b->expand.n > 1) {
+            if ((rc = add_cand(b, w, step, group, err))) break;
+            ++*count;
+        }
+        int32_t before = b->expand.n;
+        for (int32_t f = 0; f < b->front.n; f++) {
+            int32_t v = b->front.a[f], g = mp_rspace_group(sp, v, step);
+            if (step < sp->gap_end[g] && !make_inside(b, v)) {
+                rc = mp_fail(err, "out of memory building the remat space");
+                break;
+            }
+        }
+        if (rc || b->expand.n == before) break;
+    }
+    clear_inside(b);
+    return rc;
+}
+
+/* pass 4: candidates, latest group first. Q(g) starts as {b_g} (on small
+ * graphs, every_step_nodes, every step of the gap, uncapped); each recipe
  * of w at q adds q to Q(g') of the group g' of each frontier input holding q
  * (when it could come back at q), so a run of dropped values can return in
  * one phase. g' belongs to an earlier producer, so it is still to come.
@@ -514,8 +600,8 @@ static bool share_step(build *b, ivec *Q, int32_t step, int32_t sec)
 static int find_candidates(build *b, mp_err *err)
 {
     mp_rspace *sp = b->sp;
-    int32_t nd = sp->ndrop, maxc = b->o.max_candidates;
-    bool wide = b->rg->nnodes <= b->o.wide_nodes;
+    bool wide = b->rg->nnodes <= b->o.wide_nodes, every = b->rg->nnodes <= b->o.every_step_nodes;
+    int32_t nd = sp->ndrop, maxc = every ? INT32_MAX : b->o.max_candidates;
     ivec *Q = calloc((size_t)nd + 1, sizeof *Q);
     int32_t *first = malloc(((size_t)nd + 1) * sizeof *first), *count = calloc((size_t)nd + 1, sizeof *count);
     uint8_t *take = malloc((size_t)b->rg->nnodes + 1);
@@ -532,6 +618,8 @@ static int find_candidates(build *b, mp_err *err)
             int32_t wr = mp_rgraph_next_write(b->rg, b->rg->in[k], p);
             if (wr < last) last = wr;
         }
+        for (int32_t t = sp->gap_start[i] + 2; every && t < sp->gap_end[i]; t++) /* small graphs: every step */
+            if (!ivec_push(&Q[i], 2 * t + 1)) goto oom;
         if (!ivec_push(&Q[i], 2 * sp->gap_end[i]) ||
             (last < sp->gap_end[i] && last >= sp->gap_start[i] + 2 && !ivec_push(&Q[i], 2 * last))) {
             mp_fail(err, "out of memory building the remat space");
@@ -577,24 +665,30 @@ static int find_candidates(build *b, mp_err *err)
                 count[i]++;
                 if (!share_step(b, Q, step, sec)) goto oom;
             }
+            /* and recipes that retain one dead value wherever they read it, rerunning the rest (a cut the depths
+             * miss when the value is read at several) */
+            if (b->o.retain && wide && whole > 2 && add_holds(b, w, step, i, base, &count[i], err)) goto done;
             /* a second way, on small graphs (or up to expand_nodes): a frontier input that is away at step (its gap
              * runs past it) made inside the recipe and freed after its read, as DTR does; these add no steps */
             for (int32_t f = 0; whole && f < b->tc[base].nfront && (wide || b->rg->nnodes <= b->o.expand_nodes); f++) {
                 int32_t v = b->fpool.a[b->tc[base].foff + f], g = mp_rspace_group(sp, v, step);
                 if (step >= sp->gap_end[g]) continue; /* node step reads v: it cannot be away */
-                b->expand = v;
+                if (!make_inside(b, v)) goto oom;
                 bool ok = make_recipe(b, w, step, INT32_MAX) && b->rec.n > b->tc[base].nrecipe;
                 if (ok && add_cand(b, w, step, i, err)) goto done;
                 count[i] += ok;
-                b->expand = -1;
+                clear_inside(b);
             }
+            /* on small graphs also recipes that make every away input for themselves, then those inputs' own,
+             * level by level back to what is present (DTR's reruns from a checkpoint, freeing as they go) */
+            if (whole && wide && add_deep(b, w, step, i, &count[i], err)) goto done;
         }
     }
     /* lay the candidates out in drop order; recipes, frontiers and retained values stay in their pools */
     sp->ncand = b->ntc;
     sp->cand = calloc((size_t)b->ntc + 1, sizeof *sp->cand);
     int32_t *rp = malloc(((size_t)b->rpool.n + 1) * sizeof *rp), *fp = malloc(((size_t)b->fpool.n + 1) * sizeof *fp);
-    int32_t *ep = malloc(((size_t)b->ntc + 1) * sizeof *ep), *tp = malloc(((size_t)b->tpool.n + 1) * sizeof *tp);
+    int32_t *ep = malloc(((size_t)b->epool.n + 1) * sizeof *ep), *tp = malloc(((size_t)b->tpool.n + 1) * sizeof *tp);
     int32_t *lp = malloc(((size_t)b->lpool.n + 1) * sizeof *lp);
     int64_t *pp = malloc(((size_t)b->np + 1) * sizeof *pp);
     if (!sp->cand || !rp || !fp || !ep || !tp || !lp || !pp) {
@@ -615,8 +709,9 @@ static int find_candidates(build *b, mp_err *err)
             *c = (mp_rcand){.value = t->value, .step = t->step, .group = t->group, .nrecipe = t->nrecipe, .recipe = rp + nr,
                             .cost = t->cost, .recipe_peak = t->peak, .nfront = t->nfront, .front = fp + nf,
                             .nleave = t->nleave, .leave = lp + nl, .leave_peak = pp + npk,
-                            .nexpand = t->expand >= 0, .expand = ep + ne, .nretain = t->nretain, .retain = tp + nt};
-            if (t->expand >= 0) ep[ne++] = t->expand;
+                            .nexpand = t->nexpand, .expand = ep + ne, .nretain = t->nretain, .retain = tp + nt};
+            if (t->nexpand) memcpy(ep + ne, b->epool.a + t->eoff, (size_t)t->nexpand * sizeof *ep);
+            ne += t->nexpand;
             if (t->nretain) memcpy(tp + nt, b->tpool.a + t->toff, (size_t)t->nretain * sizeof *tp);
             nt += t->nretain;
             memcpy(rp + nr, b->rpool.a + t->roff, (size_t)t->nrecipe * sizeof *rp);
@@ -651,7 +746,7 @@ int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp,
 {
     memset(sp, 0, sizeof *sp);
     if (check_graph(rg, err)) return -1;
-    build b = {.rg = rg, .sp = sp, .o = o ? *o : mp_rspace_defaults(), .expand = -1};
+    build b = {.rg = rg, .sp = sp, .o = o ? *o : mp_rspace_defaults(), .hold = -1};
     if (b.o.max_candidates < 1) b.o.max_candidates = 1;
     if (b.o.max_recipe < 1) b.o.max_recipe = 1;
     if (b.o.max_gaps < 1) b.o.max_gaps = 1;
@@ -666,9 +761,10 @@ int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp,
     b.node_mark = calloc(nn, sizeof *b.node_mark);
     b.val_mark = calloc(nv, sizeof *b.val_mark);
     b.dead_last = calloc(nv, sizeof *b.dead_last);
+    b.inside = calloc(nv, 1);
     int rc = -1;
     if (!sp->first_use || !sp->last_use || !sp->base_live || !sp->base_between || !sp->drop_index || !b.node_mark ||
-        !b.val_mark || !b.dead_last) {
+        !b.val_mark || !b.dead_last || !b.inside) {
         mp_fail(err, "out of memory building the remat space");
         goto done;
     }
@@ -681,6 +777,9 @@ done:
     free(b.node_mark);
     free(b.val_mark);
     free(b.dead_last);
+    free(b.inside);
+    free(b.expand.a);
+    free(b.epool.a);
     free(b.rec.a);
     free(b.front.a);
     free(b.ret.a);
