@@ -34,8 +34,10 @@
  *     latest chosen recipe reading it (Moccasin's retention intervals),
  *     instead of rerunning that input's cone; on small graphs also recipes
  *     cut short (the nodes within d steps of the producer rerun, the dead
- *     values deeper ones made retained), recipes that make every away input
- *     for themselves, level by level, and a droppable input away at q may
+ *     values deeper ones made retained, or one dead value retained wherever
+ *     the recipe reads it), recipes that make every away input for
+ *     themselves, level by level, every step of a gap (gaps of one step
+ *     too) a candidate step, and a droppable input away at q may
  *     be retained the same way inside its gap, from the gap's start until its
  *     latest reader, coming back after that; a recipe's count then follows
  *     what it frees after its last read of a value it reads last;
@@ -170,8 +172,10 @@ typedef struct mp_rspace_opts {
                              * program and weaken its LP, so the time-limited search loses more than they win on
                              * big graphs, docs/ilp.md) */
     int32_t every_step_nodes; /* on graphs of at most this many nodes (default 32) every step of a gap is a
-                               * candidate step, uncapped: Checkmate's orders bring values back where the memory
-                               * is lowest or beside a recipe that makes their inputs (docs/ilp.md) */
+                               * candidate step, uncapped, and gaps of one step are groups too (a value freed
+                               * after a node and made again before the next, away while the recipes before its
+                               * own in that phase run): Checkmate's orders bring values back where the memory is
+                               * lowest or beside a recipe that makes their inputs (docs/ilp.md) */
 } mp_rspace_opts;
 
 mp_rspace_opts mp_rspace_defaults(void);

@@ -141,7 +141,8 @@ static int greedy(const mp_rspace *sp, int64_t budget, const double *lp, double 
     int32_t no = 0;
     for (int32_t c = 0; c < nc; c++) {
         const mp_rcand *r = &sp->cand[c];
-        double len = (double)(r->step - sp->gap_start[r->group] - 1);
+        int32_t away = r->step - sp->gap_start[r->group] - 1; /* 0 in a gap of one step: away in a phase only */
+        double len = away > 0 ? away : 0.5;
         double first = lp && lp[c] >= theta ? -floor(lp[c] * 20 + 1e-9) : 0; /* LP values in steps of 0.05 */
         if (vbytes(sp, c) > 0) order[no++] = (greedy_cand){c, first, r->cost / ((double)vbytes(sp, c) * len)};
     }

@@ -225,12 +225,15 @@ static int cmp_gap_start(const void *a, const void *b)
 
 /* pass 3: the groups. For each droppable value, in producer order, its
  * max_gaps largest gaps of length >= 2 between consecutive events of
- * {p_v} and its uses (ties: the earlier), laid out by position. */
+ * {p_v} and its uses (ties: the earlier), laid out by position. On small
+ * graphs (every_step_nodes) also gaps of one step: the value is freed after
+ * a node and made again before the next, away while the recipes before its
+ * own in that phase run. */
 static int find_gaps(build *b, mp_err *err)
 {
     const mp_rgraph *rg = b->rg;
     mp_rspace *sp = b->sp;
-    int32_t nv = rg->nvalues, G = b->o.max_gaps;
+    int32_t nv = rg->nvalues, G = b->o.max_gaps, least = rg->nnodes <= b->o.every_step_nodes ? 1 : 2;
     int64_t maxb = 0, cap = 0;
     uint8_t *ok = calloc((size_t)nv + 1, 1);
     gap *gs = malloc(((size_t)rg->nnodes + 1) * sizeof *gs); /* one value's gaps */
@@ -244,7 +247,7 @@ static int find_gaps(build *b, mp_err *err)
             rg->bytes[v] <= 0)
             continue;
         for (int32_t k = b->use_off[v]; k < b->use_off[v + 1]; k++) {
-            big += b->use[k] - prev >= 2;
+            big += b->use[k] - prev >= least;
             prev = b->use[k];
         }
         if (!big) continue;
@@ -266,7 +269,7 @@ static int find_gaps(build *b, mp_err *err)
             ev[ne++] = u;
             for (int32_t j = b->use_off[v]; j < b->use_off[v + 1]; j++) ev[ne++] = b->use[j];
             for (int32_t e = 0; e + 1 < ne; e++)
-                if (ev[e + 1] - ev[e] >= 2) gs[ng++] = (gap){ev[e + 1] - ev[e], ev[e]};
+                if (ev[e + 1] - ev[e] >= least) gs[ng++] = (gap){ev[e + 1] - ev[e], ev[e]};
             if (ng > G) { /* the G largest, then back in position order */
                 qsort(gs, (size_t)ng, sizeof *gs, cmp_gap_size);
                 ng = G;
@@ -549,10 +552,9 @@ static int add_holds(build *b, int32_t w, int32_t step, int32_t group, int32_t w
     for (int32_t j = 0; j < nrec - 1 && !rc; j++) /* the last node makes w */
         for (int32_t k = rg->out_off[b->rpool.a[roff + j]]; k < rg->out_off[b->rpool.a[roff + j] + 1] && !rc; k++) {
             b->hold = rg->out[k];
-            if (make_recipe(b, w, step, INT32_MAX) && b->rec.n > 1 && b->rec.n < nrec && !offered(b, whole, step)) {
-                rc = add_cand(b, w, step, group, err);
+            if (make_recipe(b, w, step, INT32_MAX) && b->rec.n > 1 && b->rec.n < nrec && !offered(b, whole, step) &&
+                !(rc = add_cand(b, w, step, group, err)))
                 ++*count;
-            }
         }
     b->hold = -1;
     return rc;
