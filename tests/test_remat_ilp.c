@@ -259,6 +259,8 @@ static double solve_checked(const mp_rgraph *rg, const mp_rspace *sp, int64_t bu
     mp_err err = {""};
     mp_rsolve_opts o = mp_rsolve_defaults();
     o.gap_limit = 0; /* proven optimal, as the oracle is */
+    o.time_limit = 60; /* a guard, not a budget: the wide space's hardest programs here take 0.7 s on a loaded
+                        * machine, and one ran past 5 s beside two other searches on two cores */
     o.warm = warm;
     mp_rplan p;
     if (keep) keep->choice = NULL;
@@ -675,6 +677,21 @@ START_TEST(checkmate)
 }
 END_TEST
 
+/* n forward values of 10 B in a chain (costs cost[k]), a 1 B node after the
+ * last, and a backward of 1 B nodes reading them again in reverse, each with
+ * the gradient before it; the last is a graph output. */
+static void reverse_chain(tgraph *tg, int32_t n, const double *cost, int32_t *v)
+{
+    memset(tg, 0, sizeof *tg);
+    for (int32_t k = 0; k < n; k++) v[k] = tg_node(tg, k ? &v[k - 1] : NULL, k ? 1 : 0, 10, cost[k], true);
+    int32_t g = tg_node(tg, &v[n - 1], 1, 1, 1, false);
+    for (int32_t k = n - 1; k >= 0; k--) {
+        int32_t in[2] = {g, v[k]};
+        g = tg_node(tg, in, 2, 1, 1, false);
+    }
+    tg->keep[g] = 1;
+}
+
 /* A chain of four forward values, read again by the backward in reverse. At
  * its least peak (21 B, the least of every order: Checkmate's program finds
  * none at 20) c comes back before its backward reader from a alone, making b
@@ -683,16 +700,8 @@ END_TEST
 START_TEST(deep)
 {
     tgraph tg;
-    memset(&tg, 0, sizeof tg);
     int32_t v[4];
-    v[0] = tg_node(&tg, NULL, 0, 10, 5, true);
-    for (int k = 1; k < 4; k++) v[k] = tg_node(&tg, &v[k - 1], 1, 10, k + 1, true);
-    int32_t g = tg_node(&tg, &v[3], 1, 1, 1, false);
-    for (int k = 3; k >= 0; k--) {
-        int32_t in[2] = {g, v[k]};
-        g = tg_node(&tg, in, 2, 1, 1, false);
-    }
-    tg.keep[g] = 1;
+    reverse_chain(&tg, 4, (const double[]){5, 2, 3, 4}, v);
     mp_rgraph rg;
     to_rgraph(&tg, &rg);
     mp_rspace sp;
@@ -743,18 +752,9 @@ END_TEST
 START_TEST(chain)
 {
     tgraph tg;
-    memset(&tg, 0, sizeof tg);
-    int32_t a = tg_node(&tg, NULL, 0, 10, 5, true);
-    int32_t b = tg_node(&tg, &a, 1, 10, 2, true);
-    int32_t c = tg_node(&tg, &b, 1, 10, 4, true);
-    int32_t g = tg_node(&tg, &c, 1, 1, 1, false);
-    int32_t in2[2] = {g, c};
-    g = tg_node(&tg, in2, 2, 1, 1, false);
-    int32_t in1[2] = {g, b};
-    g = tg_node(&tg, in1, 2, 1, 1, false);
-    int32_t in0[2] = {g, a};
-    g = tg_node(&tg, in0, 2, 1, 1, false);
-    tg.keep[g] = 1;
+    int32_t v[3];
+    reverse_chain(&tg, 3, (const double[]){5, 2, 4}, v);
+    int32_t a = v[0], b = v[1], c = v[2];
     mp_rgraph rg;
     to_rgraph(&tg, &rg);
     mp_rspace sp;
