@@ -728,10 +728,12 @@ static int plan_ilp(plan *p, bool *fits)
     return emit_ilp_plan(p, fits);
 }
 
-/* When the space was proven empty and no baseline fits: GLPK's proof holds
- * within its tolerances, so the least-peak plan, searched for the exit-3
- * line anyway, is tried; when it fits, a solve warm-started from it, or
- * itself. */
+/* When the space was proven empty, or the solver found no plan in time, and
+ * no baseline fits: GLPK's proof holds within its tolerances, and a search
+ * stopped by the clock proves nothing, so the least-peak plan, searched for
+ * the exit-3 line anyway, is tried; when it fits, a solve warm-started from
+ * it, or itself. (Without it a budget the exit-3 line stated feasible could
+ * fail on a loaded machine, its solve out of time.) */
 static int rescue_least_peak(plan *p, bool *fits)
 {
     mp_err err = {{0}};
@@ -747,6 +749,8 @@ static int rescue_least_peak(plan *p, bool *fits)
         p->status = "min-peak";
     } else {
         p->status = p->info.status == MP_RSOLVE_OPTIMAL ? "optimal" : "feasible";
+        p->solved = true; /* warm-started, it found a plan where the first solve found none in time */
+        p->ilp_failed[0] = 0;
     }
     p->have_rp = true;
     return emit_ilp_plan(p, fits);
@@ -916,7 +920,7 @@ static int plan_graph(plan *p, bool quiet, bool baselines)
     if (p->strategy == STRATEGY_ILP) {
         if (plan_ilp(p, &fits) || use_cheaper_baseline(p, &fits)) return MP_EXIT_USAGE;
         bool may = false;
-        if (!fits && ilp_space_empty(p) && least_peak_may_fit(p, p->target, &may, &err)) {
+        if (!fits && (ilp_space_empty(p) || p->ilp_failed[0]) && least_peak_may_fit(p, p->target, &may, &err)) {
             mp_cli_model_error(p->source, err.msg);
             return MP_EXIT_USAGE;
         }
@@ -1053,6 +1057,9 @@ static void print_plan_text(FILE *f, const plan *p)
                 p->order_from >= 0 || p->pruned ? " (bounds of the ILP's decision space, docs/ilp.md)" : "");
     else if (!strcmp(p->status, "timeout"))
         fprintf(f, "%-18stimeout: the solver found no plan in %.2f s (--time-limit)\n", "solver", p->time_limit);
+    else if (!strcmp(p->status, "min-peak") && !p->placed_fallback)
+        fprintf(f, "%-18smin-peak: the least-peak search's plan fits where the solver found none in %.2f s "
+                "(--time-limit)\n", "solver", p->time_limit);
     else if (!strcmp(p->status, "stalled"))
         fprintf(f, "%-18sstalled: GLPK stopped on numerical trouble after %.2f s, before finding a plan\n", "solver",
                 p->info.seconds);
