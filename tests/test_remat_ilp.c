@@ -284,6 +284,19 @@ static double solve_checked(const mp_rgraph *rg, const mp_rspace *sp, int64_t bu
     return info->objective;
 }
 
+/* The space's least peak, proven (the plan that reaches it is not kept). */
+static int64_t least_peak_checked(const mp_rspace *sp)
+{
+    mp_err err = {""};
+    mp_rsolve_opts o = mp_rsolve_defaults();
+    o.gap_limit = 0;
+    int64_t least;
+    mp_rplan p;
+    ck_assert_msg(!mp_remat_min_peak(sp, &o, &least, &p, &err), "%s", err.msg);
+    mp_rplan_free(&p);
+    return least;
+}
+
 /* The bound on every plan at budget: never above the least cost of the
  * space's plans (they are plans), 0 at step -1 when nothing exceeds it. */
 static double any_plan_bound_checked(const mp_rgraph *rg, const mp_rspace *sp, int64_t budget, double least)
@@ -596,12 +609,7 @@ START_TEST(checkmate)
         mp_err err = {""};
         ck_assert_msg(!mp_rspace_build(&rg, NULL, &sp, &err), "%s", err.msg);
         graphs++;
-        mp_rsolve_opts so = mp_rsolve_defaults();
-        so.gap_limit = 0;
-        int64_t least;
-        mp_rplan mpp;
-        ck_assert_msg(!mp_remat_min_peak(&sp, &so, &least, &mpp, &err), "%s", err.msg);
-        mp_rplan_free(&mpp);
+        int64_t least = least_peak_checked(&sp);
         /* no staged order goes below the bound on every plan's peak */
         int32_t lb_at;
         int64_t lb = mp_remat_any_plan_least_peak(&rg, &lb_at);
@@ -719,12 +727,7 @@ START_TEST(deep)
     const mp_rcand *cd = &sp.cand[deep];
     ck_assert(cd->value == v[2] && cd->nrecipe == 3 && cd->nfront == 0 && cd->cost == 10 && cd->recipe_peak == 20);
     ck_assert(cd->expand[0] == v[1] && cd->expand[1] == v[0]);
-    mp_rsolve_opts so = mp_rsolve_defaults();
-    so.gap_limit = 0;
-    int64_t least;
-    mp_rplan p;
-    ck_assert_msg(!mp_remat_min_peak(&sp, &so, &least, &p, &err), "%s", err.msg);
-    mp_rplan_free(&p);
+    int64_t least = least_peak_checked(&sp);
     ck_assert_int_eq(least, 21);
     double x;
     mp_rsched o;
@@ -732,6 +735,7 @@ START_TEST(deep)
     ck_assert_int_eq(checkmate_solve(&rg, least, 10, &x, &o), 1);
     mp_rsched_free(&o);
     mp_rsolve_info info;
+    mp_rplan p;
     ck_assert_double_eq_tol(solve_checked(&rg, &sp, least, &info, NULL, &p), x, 1e-9);
     ck_assert_int_eq(p.choice[cd->group], deep);
     mp_rsched s;
@@ -850,10 +854,7 @@ START_TEST(chain)
     mp_rsched_free(&s);
     mp_rplan_free(&p);
 
-    int64_t peak;
-    ck_assert(!mp_remat_min_peak(&sp, &o, &peak, &p, &err));
-    ck_assert_int_eq(peak, 21);
-    mp_rplan_free(&p);
+    ck_assert_int_eq(least_peak_checked(&sp), 21);
 
     /* (5) below the least peak */
     ck_assert(!mp_remat_solve(&sp, 20, &o, &p, &info, &err));
@@ -936,13 +937,8 @@ START_TEST(multigap)
     mp_rsched_free(&s);
     mp_rplan_free(&p);
 
-    int64_t peak;
-    ck_assert(!mp_remat_min_peak(&sp, &o, &peak, &p, &err));
-    ck_assert_int_eq(peak, 201);
-    mp_rplan_free(&p);
-    ck_assert(!mp_remat_min_peak(&sp1, &o, &peak, &p, &err));
-    ck_assert_int_eq(peak, 301);
-    mp_rplan_free(&p);
+    ck_assert_int_eq(least_peak_checked(&sp), 201);
+    ck_assert_int_eq(least_peak_checked(&sp1), 301);
     mp_rspace_free(&sp);
     mp_rspace_free(&sp1);
     mp_rgraph_free(&rg);
