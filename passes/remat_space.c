@@ -542,8 +542,9 @@ static bool offered(const build *b, int32_t from, int32_t step)
 }
 
 /* Candidates (w, step) that retain one dead value x of the whole recipe (cand
- * `whole`) wherever a recipe node reads it, rerunning the rest: for each x a
- * node of the whole recipe makes and another reads. */
+ * `whole`) wherever a recipe node reads it, rerunning the rest: x runs over
+ * the outputs of the whole recipe's nodes but w's producer (one the recipe
+ * does not read leaves the whole recipe, not offered again). */
 static int add_holds(build *b, int32_t w, int32_t step, int32_t group, int32_t whole, int32_t *count, mp_err *err)
 {
     const mp_rgraph *rg = b->rg;
