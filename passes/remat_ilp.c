@@ -384,12 +384,15 @@ static int32_t entry_of(const ilp *m, int32_t c, int32_t x)
 }
 
 /* The phase rows of step q: before node q the chosen recipes run in group
- * order, the j-th while the later ones' values are still away and the
- * retained values read at or after it are alive. Both are suffix sums over
- * the positions (distinct groups) at q, so one free column L_p per position
- * carries them, L_p = L_{p+1} + (values of position p+1) - (retention
+ * order, the j-th while its own value and the later ones' are still away and
+ * the retained values read at or after it are alive. Both are suffix sums
+ * over the positions (distinct groups) at q, so one free column A_p per
+ * position carries them, A_p = A_{p+1} + (values of position p) - (retention
  * alive at p beyond node q), and each row is short:
- *   -D_q + (recipe_peak_c - v_c) x_c - L_p <= B - between_q.
+ *   -D_q + recipe_peak_c x_c - A_p <= B - between_q.
+ * (Its own value counts in A_p through whichever candidate of its group is
+ * chosen: where a sibling of c is, c's row is the memory before that
+ * sibling's recipe, its retained values alive and its value away.)
  * A value with readers at q is alive at p while a reader at p or later is
  * chosen: z of its first reader at or after p, less z of its first after q,
  * which D_q already holds. A recipe that may free values it reads last gets
@@ -412,21 +415,25 @@ static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, i
         if (phase_binds(m, c) && !covered) first = j;
     }
     if (first < 0) return 0;
-    int next_l = 0; /* L of the next position, 0 after the last */
+    int next_l = 0; /* A of the next position, 0 after the last */
     for (int32_t hi = to; hi > first;) { /* positions from the last: cat[lo .. hi) share a group */
         int32_t lo = hi - 1, g = sp->cand[cat[lo]].group;
         while (lo > first && sp->cand[cat[lo - 1]].group == g) lo--;
         int l = glp_add_cols(m->P, 1), row = new_row(m, GLP_FX, 0, 0);
         glp_set_col_bnds(m->P, l, GLP_FR, 0, 0);
         if (put(m, row, l, 1) || (next_l && put(m, row, next_l, -1))) return -1;
-        for (int32_t k = hi; next_l && k < to && sp->cand[cat[k]].group == sp->cand[cat[hi]].group; k++)
-            if (put(m, row, cat[k] + 1, -(double)vbytes(sp, cat[k]) / u)) return -1;
         for (int32_t k = m->at_off[q]; k < m->at_off[q + 1]; k++) {
             int32_t e = m->at[k]; /* once per run of entries at this position */
             const ret_entry *r = &m->ret[e];
             if (r->group != g || (e > m->ret_first[r->span] && same_place(&m->ret[e - 1], r))) continue;
             if (put_place(m, row, e, 1)) return -1;
         }
+        /* the position's value is not made yet at this position and before; every candidate of the group
+         * counts, those before `first` too */
+        int32_t start = lo;
+        while (start > from && sp->cand[cat[start - 1]].group == g) start--;
+        for (int32_t j = start; j < hi; j++)
+            if (put(m, row, cat[j] + 1, -(double)vbytes(sp, cat[j]) / u)) return -1;
         for (int32_t j = lo; j < hi; j++) {
             int32_t c = cat[j];
             if (j < first || !phase_binds(m, c)) continue;
@@ -442,7 +449,7 @@ static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, i
                 int pr = new_row(m, GLP_UP, 0, ub);
                 if (m->prow) m->prow[m->nphase] = pr, m->pstep[m->nphase++] = q;
                 if (put(m, pr, m->dcol[q], -1) || put(m, pr, l, -1) ||
-                    put(m, pr, c + 1, (double)(peak - vbytes(sp, c)) / u) || (m->peak_mode && put(m, pr, m->bcol, -1)))
+                    put(m, pr, c + 1, (double)peak / u) || (m->peak_mode && put(m, pr, m->bcol, -1)))
                     return -1;
                 for (int32_t i = 0; i < k; i++) {
                     int32_t e = entry_of(m, c, rc->leave[i]);

@@ -753,6 +753,36 @@ START_TEST(deep)
 }
 END_TEST
 
+/* Seed 488 of the oracle's graphs: at 259 B the least cost (12) takes v5
+ * back by its producer cut short, retaining v3, beside its whole recipe at
+ * the same step. The whole recipe's phase row, not chosen, counted v5 present
+ * beside the retained v3 (303 B), as if no candidate of its group ran there:
+ * the ILP's least cost was 19. */
+START_TEST(sibling)
+{
+    tgraph tg;
+    random_graph(488, &tg);
+    mp_rgraph rg;
+    to_rgraph(&tg, &rg);
+    mp_rspace_opts so = mp_rspace_defaults(); /* the oracle's options for seed 488 */
+    so.retain_over = INT32_MAX, so.retain_nodes = 0, so.wide_nodes = 1000, so.every_step_nodes = 0;
+    mp_rspace sp;
+    mp_err err = {""};
+    ck_assert_msg(!mp_rspace_build(&rg, &so, &sp, &err), "%s", err.msg);
+    outcome *oc = NULL;
+    int32_t n = enumerate(&rg, &sp, &oc, 1 << 20);
+    ck_assert_int_gt(n, 0);
+    double want = oracle_cost(oc, n, 259);
+    ck_assert_double_eq_tol(want, 12, 1e-9);
+    mp_rsolve_info info;
+    ck_assert_double_eq_tol(solve_checked(&rg, &sp, 259, &info, NULL, NULL), want, 1e-9);
+    free(oc);
+    mp_rspace_free(&sp);
+    mp_rgraph_free(&rg);
+    tg_free(&tg);
+}
+END_TEST
+
 START_TEST(chain)
 {
     tgraph tg;
@@ -1047,6 +1077,7 @@ int main(void)
     } else {
         tcase_add_test(tc, chain);
         tcase_add_test(tc, deep);
+        tcase_add_test(tc, sibling);
         tcase_add_test(tc, multigap);
         tcase_add_test(tc, oracle);
         tcase_add_test(tc, checkmate);
