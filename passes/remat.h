@@ -40,7 +40,9 @@
  *     too) a candidate step, and a droppable input away at q may
  *     be retained the same way inside its gap, from the gap's start until its
  *     latest reader, coming back after that; a recipe's count then follows
- *     what it frees after its last read of a value it reads last;
+ *     what it frees after its last read of a value it reads last; and a
+ *     recipe may keep a value it makes, retained for later recipes from
+ *     there on (one rerun of a shared intermediate feeding several);
  *   - the cost of a plan is the sum of its recipes' costs; its peak is counted
  *     step by step, recipe nodes included.
  * The ILP (GLPK) chooses at most one candidate per group; mp_rsched_count()
@@ -176,6 +178,9 @@ typedef struct mp_rspace_opts {
                                * after a node and made again before the next, away while the recipes before its
                                * own in that phase run): Checkmate's orders bring values back where the memory is
                                * lowest or beside a recipe that makes their inputs (docs/ilp.md) */
+    int32_t keep_nodes;     /* on graphs of at most this many nodes (default 32) a recipe that makes a value dead or
+                             * away at its step is also offered keeping it for later recipes (mp_rcand.keep): one
+                             * rerun of a shared intermediate feeds them all, as in Checkmate's orders */
 } mp_rspace_opts;
 
 mp_rspace_opts mp_rspace_defaults(void);
@@ -203,6 +208,11 @@ typedef struct mp_rcand {
     int32_t nretain, *retain; /* values the recipe reads that died before step (last_use < step): kept alive
                                * from last_use + 1 until the latest chosen recipe reading them runs; no chosen
                                * recipe may make one of them again while it is so kept */
+    int32_t keep;             /* -1, or (small graphs) a value the recipe makes and does not free: retained for
+                               * later recipes from here on instead of from its span's start (the recipe *makes*
+                               * its span, mp_rspace_span); chosen, a later recipe must read it (the same step
+                               * when it is made inside, in its gap), none earlier, and no other recipe makes
+                               * that span: one rerun of a shared intermediate feeds several recipes */
 } mp_rcand;
 
 typedef struct mp_rspace {
@@ -226,6 +236,9 @@ typedef struct mp_rspace {
 
 int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp, mp_err *err);
 void mp_rspace_free(mp_rspace *sp);
+
+/* The bytes of the value candidate c keeps for later recipes (mp_rcand.keep), 0 when none. */
+int64_t mp_rspace_kept_bytes(const mp_rspace *sp, int32_t c);
 
 /* May c's recipe free x after its last read of it (x is one of c->leave)? */
 bool mp_rcand_leaves(const mp_rcand *c, int32_t x);

@@ -253,6 +253,8 @@ typedef struct ilp {
     ret_entry *ret;
     int32_t nret;
     int *zcol;
+    uint8_t *away_before;     /* ncand: the phase rows count the candidate's value away before its recipe, not after
+                               * (it reads retained values there, or keeps one: add_phase_rows) */
     int32_t *ret_first;       /* nvalues + ndrop + 1: the entries of span s are ret[ret_first[s] .. ret_first[s + 1]) */
     int32_t *at_off, *at;     /* the entries by step (nnodes + 1 offsets), each step's by value, then group */
     int64_t *ret_node, *ret_phase; /* nnodes: the most bytes retention can add at node t, and before it */
@@ -315,13 +317,15 @@ static int build_retention(ilp *m)
     for (int32_t c = 0; c < sp->ncand; c++) n += sp->cand[c].nretain + sp->cand[c].nfront;
     m->ret = malloc(((size_t)n + 1) * sizeof *m->ret);
     m->zcol = calloc((size_t)n + 1, sizeof *m->zcol);
+    m->away_before = calloc((size_t)sp->ncand + 1, 1);
     m->at = malloc(((size_t)n + 1) * sizeof *m->at);
     m->ret_first = calloc((size_t)nv + 2, sizeof *m->ret_first);
     m->at_off = calloc((size_t)nn + 2, sizeof *m->at_off);
     m->ret_node = calloc((size_t)nn + 2, sizeof *m->ret_node);
     m->ret_phase = calloc((size_t)nn + 2, sizeof *m->ret_phase);
     int32_t *pos = malloc(((size_t)nn + 1) * sizeof *pos);
-    if (!m->ret || !m->zcol || !m->at || !m->ret_first || !m->at_off || !m->ret_node || !m->ret_phase || !pos) {
+    if (!m->ret || !m->zcol || !m->away_before || !m->at || !m->ret_first || !m->at_off || !m->ret_node ||
+        !m->ret_phase || !pos) {
         free(pos);
         return -1;
     }
@@ -336,6 +340,8 @@ static int build_retention(ilp *m)
         }
     }
     qsort(m->ret, (size_t)m->nret, sizeof *m->ret, cmp_ret);
+    for (int32_t e = 0; e < m->nret; e++) m->away_before[m->ret[e].cand] = 1;
+    for (int32_t c = 0; c < sp->ncand; c++) m->away_before[c] |= sp->cand[c].keep >= 0;
     for (int32_t e = 0; e < m->nret; e++) m->ret_first[m->ret[e].span + 1]++, m->at_off[m->ret[e].step + 1]++;
     for (int32_t x = 0; x < nv; x++) m->ret_first[x + 1] += m->ret_first[x];
     for (int32_t t = 0; t < nn; t++) m->at_off[t + 1] += m->at_off[t];
@@ -387,12 +393,14 @@ static int32_t entry_of(const ilp *m, int32_t c, int32_t x)
  * order, the j-th while its own value and the later ones' are still away and
  * the retained values read at or after it are alive. Both are suffix sums
  * over the positions (distinct groups) at q, so one free column A_p per
- * position carries them, A_p = A_{p+1} + (values of position p) - (retention
- * alive at p beyond node q), and each row is short:
- *   -D_q + recipe_peak_c x_c - A_p <= B - between_q.
- * (Its own value counts in A_p through whichever candidate of its group is
- * chosen: where a sibling of c is, c's row is the memory before that
- * sibling's recipe, its retained values alive and its value away.)
+ * position carries them, A_p = A_{p+1} + (values of position p+1) -
+ * (retention alive at p beyond node q), and each row is short:
+ *   -D_q + (recipe_peak_c - v_c) x_c - A_p <= B - between_q.
+ * With c not chosen the row is the memory after the recipe of its group's
+ * chosen candidate k, which is no state of the order when k frees retained
+ * values or keeps one (the value counted back, those still counted): such a
+ * k's value counts in A_p of its own position instead (away_before), so that
+ * c's row is the memory before k's recipe, and k's own rows take no v_k.
  * A value with readers at q is alive at p while a reader at p or later is
  * chosen: z of its first reader at or after p, less z of its first after q,
  * which D_q already holds. A recipe that may free values it reads last gets
@@ -428,12 +436,19 @@ static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, i
             if (r->group != g || (e > m->ret_first[r->span] && same_place(&m->ret[e - 1], r))) continue;
             if (put_place(m, row, e, 1)) return -1;
         }
-        /* the position's value is not made yet at this position and before; every candidate of the group
-         * counts, those before `first` too */
+        /* the position's value, and a value a recipe here keeps: neither is made yet at this position and before
+         * (the kept one: its span's presence, which D_q and the entries count, less the makers at or after p),
+         * for every candidate of the group, those before `first` too, that frees or keeps something here
+         * (away_before); the others' value is away in their own rows only, so that a sibling's row is the
+         * memory after their recipe, a tighter LP */
         int32_t start = lo;
         while (start > from && sp->cand[cat[start - 1]].group == g) start--;
         for (int32_t j = start; j < hi; j++)
-            if (put(m, row, cat[j] + 1, -(double)vbytes(sp, cat[j]) / u)) return -1;
+            if (m->away_before[cat[j]] &&
+                put(m, row, cat[j] + 1, -(double)(vbytes(sp, cat[j]) + mp_rspace_kept_bytes(sp, cat[j])) / u))
+                return -1;
+        for (int32_t k = hi; next_l && k < to && sp->cand[cat[k]].group == sp->cand[cat[hi]].group; k++)
+            if (!m->away_before[cat[k]] && put(m, row, cat[k] + 1, -(double)vbytes(sp, cat[k]) / u)) return -1;
         for (int32_t j = lo; j < hi; j++) {
             int32_t c = cat[j];
             if (j < first || !phase_binds(m, c)) continue;
@@ -449,7 +464,8 @@ static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, i
                 int pr = new_row(m, GLP_UP, 0, ub);
                 if (m->prow) m->prow[m->nphase] = pr, m->pstep[m->nphase++] = q;
                 if (put(m, pr, m->dcol[q], -1) || put(m, pr, l, -1) ||
-                    put(m, pr, c + 1, (double)peak / u) || (m->peak_mode && put(m, pr, m->bcol, -1)))
+                    put(m, pr, c + 1, (double)(peak - (m->away_before[c] ? 0 : vbytes(sp, c))) / u) ||
+                    (m->peak_mode && put(m, pr, m->bcol, -1)))
                     return -1;
                 for (int32_t i = 0; i < k; i++) {
                     int32_t e = entry_of(m, c, rc->leave[i]);
@@ -460,6 +476,59 @@ static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, i
         next_l = l, hi = lo;
     }
     return 0;
+}
+
+/* Does entry e's reader run at or before candidate c (the same step and an earlier or the same group)? */
+static bool reads_before(const ilp *m, int32_t e, const mp_rcand *c)
+{
+    const ret_entry *r = &m->ret[e];
+    return r->step < c->step || (r->step == c->step && r->group <= c->group);
+}
+
+/* A recipe keeping a value it makes (mp_rcand.keep) starts the value's span
+ * at its step: the span's only maker, x_m summed <= 1; a reader after it
+ * (in a gap, at its step), x_m <= sum of their x; none at or before it,
+ * x_m + (one group's readers there) <= 1, and in a gap none at a later step,
+ * x_m + z (the first entry after its step) <= 1. (In the running sums the
+ * span's value is away from the span's start to the maker's step, as a
+ * candidate's own value is in its gap: build_model.) */
+static int add_maker_rows(ilp *m)
+{
+    const mp_rspace *sp = m->sp;
+    int32_t nspan = sp->rg->nvalues + sp->ndrop;
+    int *one = calloc((size_t)nspan + 1, sizeof *one), *byg = calloc((size_t)sp->ndrop + 1, sizeof *byg);
+    int rc = one && byg ? 0 : -1;
+    for (int32_t c = 0; c < sp->ncand && !rc; c++) {
+        const mp_rcand *mk = &sp->cand[c];
+        int32_t s = mk->keep >= 0 ? mp_rspace_span(sp, mk->keep, mk->step) : -1;
+        if (s < 0) continue;
+        bool gap = s >= sp->rg->nvalues;
+        if (!one[s]) one[s] = new_row(m, GLP_UP, 0, 1);
+        int after = new_row(m, GLP_UP, 0, 0);
+        rc = put(m, one[s], c + 1, 1) || put(m, after, c + 1, 1);
+        int32_t later = -1; /* in a gap: the first entry at a later step */
+        for (int32_t e = m->ret_first[s]; e < m->ret_first[s + 1] && !rc; e++) {
+            const ret_entry *r = &m->ret[e];
+            if (!reads_before(m, e, mk)) {
+                if (!gap || r->step == mk->step) rc = put(m, after, r->cand + 1, -1);
+                else if (later < 0) later = e;
+                continue;
+            }
+            if (!byg[r->group]) { /* one row per group of readers before it (a group chooses one of them) */
+                byg[r->group] = new_row(m, GLP_UP, 0, 1);
+                rc = put(m, byg[r->group], c + 1, 1);
+            }
+            rc = rc || put(m, byg[r->group], r->cand + 1, 1);
+        }
+        for (int32_t e = m->ret_first[s]; e < m->ret_first[s + 1]; e++) byg[m->ret[e].group] = 0;
+        if (!rc && later >= 0) {
+            int row = new_row(m, GLP_UP, 0, 1);
+            rc = put(m, row, c + 1, 1) || put(m, row, m->zcol[later], 1);
+        }
+    }
+    free(one);
+    free(byg);
+    return rc ? -1 : 0;
 }
 
 /* A lower bound on every plan's peak: at each step, what no candidate can take away. */
@@ -622,11 +691,17 @@ static int build_model(ilp *m, mp_err *err)
         if (put(m, chain[t], m->dcol[t], 1) || (prev >= 0 && put(m, chain[t], m->dcol[prev], -1))) goto oom;
         prev = t;
     }
-    for (int32_t c = 0; c < nc; c++) {
-        int32_t ka = next[sp->gap_start[sp->cand[c].group] + 1], ks = next[sp->cand[c].step];
-        if (ka == ks) continue; /* away and back between the same two needed steps */
-        double b = (double)vbytes(sp, c) / u;
-        if ((ka >= 0 && put(m, chain[ka], c + 1, -b)) || (ks >= 0 && put(m, chain[ks], c + 1, b))) goto oom;
+    for (int32_t c = 0; c < nc; c++) { /* its value, and the one it keeps (add_maker_rows): one entry per row */
+        const mp_rcand *rc = &sp->cand[c];
+        int32_t s = rc->keep >= 0 ? mp_rspace_span(sp, rc->keep, rc->step) : -1, ks = next[rc->step];
+        int32_t at[3] = {next[sp->gap_start[rc->group] + 1], s >= 0 ? next[mp_rspace_span_start(sp, s)] : ks, ks};
+        double v[3] = {-(double)vbytes(sp, c) / u, s >= 0 ? -(double)sp->rg->bytes[rc->keep] / u : 0, 0};
+        v[2] = -v[0] - v[1];
+        for (int32_t i = 0; i < 3; i++) /* away and back between the same two needed steps cancel */
+            for (int32_t j = i + 1; j < 3; j++)
+                if (at[j] == at[i]) v[i] += v[j], v[j] = 0;
+        for (int32_t i = 0; i < 3; i++)
+            if (at[i] >= 0 && fabs(v[i]) > 1e-12 && put(m, chain[at[i]], c + 1, v[i])) goto oom;
     }
     /* retention: z_e >= x of its reader (in a gap: and the value back only after it, x_c + (its group's
      * candidates after step(c)) - 1), z_e >= z_{e+1} (the span's next reader), and z_e keeps its value's bytes in
@@ -649,6 +724,7 @@ static int build_model(ilp *m, mp_err *err)
         if (from >= r->step || ks == ke) continue;
         if ((ks >= 0 && put(m, chain[ks], m->zcol[e], b)) || (ke >= 0 && put(m, chain[ke], m->zcol[e], -b))) goto oom;
     }
+    if (add_maker_rows(m)) goto oom;
     /* a recipe making again a value retained while it runs would replace it: x_c + z (the value's first reader
      * running at or after c) <= 1 */
     for (int32_t c = 0; c < nc && m->nret; c++) {
@@ -656,7 +732,7 @@ static int build_model(ilp *m, mp_err *err)
         for (int32_t i = 0; i < cc->nrecipe; i++)
             for (int32_t k = sp->rg->out_off[cc->recipe[i]]; k < sp->rg->out_off[cc->recipe[i] + 1]; k++) {
                 int32_t y = sp->rg->out[k], s = mp_rspace_span(sp, y, cc->step);
-                if (y == cc->value || s < 0) continue;
+                if (y == cc->value || y == cc->keep || s < 0) continue;
                 int32_t e = m->ret_first[s];
                 while (e < m->ret_first[s + 1] &&
                        (m->ret[e].step < cc->step || (m->ret[e].step == cc->step && m->ret[e].group < cc->group)))
@@ -711,6 +787,11 @@ static int plan_columns(const ilp *m, const int32_t *choice, int64_t peak, doubl
         x[c + 1] = 1;
         delta[sp->gap_start[sp->cand[c].group] + 1] += vbytes(sp, c);
         delta[sp->cand[c].step] -= vbytes(sp, c);
+        int32_t s = sp->cand[c].keep >= 0 ? mp_rspace_span(sp, sp->cand[c].keep, sp->cand[c].step) : -1;
+        if (s >= 0) { /* a value it keeps: away from its span's start to here */
+            delta[mp_rspace_span_start(sp, s)] += sp->rg->bytes[sp->cand[c].keep];
+            delta[sp->cand[c].step] -= sp->rg->bytes[sp->cand[c].keep];
+        }
     }
     for (int32_t e = m->nret - 1; e >= 0; e--) { /* z_e: a chosen reader at e or later; the latest keeps it */
         const ret_entry *r = &m->ret[e];
@@ -852,6 +933,7 @@ static void free_model(ilp *m)
     free(m->pstep);
     free(m->ret);
     free(m->zcol);
+    free(m->away_before);
     free(m->ret_first);
     free(m->at_off);
     free(m->at);

@@ -90,7 +90,8 @@ static int check_retained(const mp_rspace *sp, const mp_rplan *p, const int32_t 
         for (int32_t r = 0; r < c->nrecipe && !rc; r++)
             for (int32_t k = rg->out_off[c->recipe[r]]; k < rg->out_off[c->recipe[r] + 1] && !rc; k++) {
                 int32_t y = rg->out[k], s = mp_rspace_span(sp, y, c->step);
-                if (y == c->value || s < 0 || last[s] < 0 || runs_after(c, &sp->cand[last[s]])) continue;
+                if (y == c->value || y == c->keep || s < 0 || last[s] < 0 || runs_after(c, &sp->cand[last[s]]))
+                    continue;
                 rc = mp_fail(err, "remat plan: recomputing value %d (output of '%s') before step %d makes value %d "
                              "(output of '%s') again while it is retained until step %d", c->value,
                              producer_name(rg, c->value), c->step, y, producer_name(rg, y), sp->cand[last[s]].step);
@@ -99,15 +100,59 @@ static int check_retained(const mp_rspace *sp, const mp_rplan *p, const int32_t 
     return rc;
 }
 
+/* A recipe keeping a value it makes (mp_rcand.keep) starts that value's span
+ * there: it is the span's only maker, and the span's readers all run after
+ * it (in a gap, at its step: the value comes back after that step), at
+ * least one of them. (*maker)[s] gets the chosen maker of span s, -1 none. */
+static int check_makers(const mp_rspace *sp, const mp_rplan *p, const int32_t *last, int32_t **maker, mp_err *err)
+{
+    const mp_rgraph *rg = sp->rg;
+    *maker = malloc(((size_t)span_count(sp) + 1) * sizeof **maker);
+    if (!*maker) return mp_fail(err, "out of memory counting a remat plan");
+    for (int32_t s = 0; s < span_count(sp); s++) (*maker)[s] = -1;
+    for (int32_t i = 0; i < sp->ndrop; i++) {
+        const mp_rcand *c = p->choice[i] < 0 ? NULL : &sp->cand[p->choice[i]];
+        int32_t s = c && c->keep >= 0 ? mp_rspace_span(sp, c->keep, c->step) : -1;
+        if (s >= 0 && (*maker)[s] >= 0)
+            return mp_fail(err, "remat plan: recomputing values %d and %d both make value %d (output of '%s') to "
+                           "keep it",
+                           sp->cand[(*maker)[s]].value, c->value, c->keep, producer_name(rg, c->keep));
+        if (s >= 0) (*maker)[s] = p->choice[i];
+    }
+    for (int32_t i = 0; i < sp->ndrop; i++) {
+        if (p->choice[i] < 0) continue;
+        const mp_rcand *c = &sp->cand[p->choice[i]];
+        for (int32_t k = 0; k < c->nleave; k++) {
+            int32_t s = leave_span(sp, p, c, k);
+            if (s < 0 || (*maker)[s] < 0) continue;
+            const mp_rcand *m = &sp->cand[(*maker)[s]];
+            if (!runs_after(c, m) || (s >= rg->nvalues && c->step != m->step))
+                return mp_fail(err, "remat plan: recomputing value %d (output of '%s') before step %d reads value %d "
+                               "(output of '%s') where the recipe of value %d before step %d makes it",
+                               c->value, producer_name(rg, c->value), c->step, c->leave[k],
+                               producer_name(rg, c->leave[k]), m->value, m->step);
+        }
+    }
+    for (int32_t s = 0; s < span_count(sp); s++) {
+        if ((*maker)[s] < 0 || last[s] >= 0) continue;
+        const mp_rcand *m = &sp->cand[(*maker)[s]];
+        return mp_fail(err, "remat plan: recomputing value %d (output of '%s') before step %d keeps value %d (output "
+                       "of '%s') for no later recipe", m->value, producer_name(rg, m->value), m->step, m->keep,
+                       producer_name(rg, m->keep));
+    }
+    return 0;
+}
+
 /* Every choice is one of its group's candidates, every recipe input that
  * may be away is kept or back by the recipe's step in the group holding that
  * step (same step: its recipe runs first, in producer order) or, where the
  * space allows it, retained in that gap, every value a recipe makes for
- * itself is away at its step, and no recipe makes a retained value again.
- * *last gets the plan's latest_readers (the caller frees it). */
-static int check_plan(const mp_rspace *sp, const mp_rplan *p, int32_t **last, mp_err *err)
+ * itself is away at its step, no recipe makes a retained value again, and
+ * each value a recipe keeps is read after it (check_makers). *last gets the
+ * plan's latest_readers, *maker each span's maker (the caller frees both). */
+static int check_plan(const mp_rspace *sp, const mp_rplan *p, int32_t **last, int32_t **maker, mp_err *err)
 {
-    *last = NULL;
+    *last = *maker = NULL;
     if (!p || (sp->ndrop && !p->choice)) return mp_fail(err, "remat plan: no choices");
     for (int32_t i = 0; i < sp->ndrop; i++) {
         int32_t c = p->choice[i];
@@ -134,7 +179,10 @@ static int check_plan(const mp_rspace *sp, const mp_rplan *p, int32_t **last, mp
                                producer_name(sp->rg, c->value), c->step, x, producer_name(sp->rg, x));
         }
     }
-    return latest_readers(sp, p, last, err) || check_retained(sp, p, *last, err) ? -1 : 0;
+    return latest_readers(sp, p, last, err) || check_retained(sp, p, *last, err) ||
+                   check_makers(sp, p, *last, maker, err)
+               ? -1
+               : 0;
 }
 
 /* The chosen candidates bucketed by step, each bucket in group (producer) order:
@@ -167,26 +215,26 @@ static int bucket_by_step(const mp_rspace *sp, const mp_rplan *p, int32_t **off,
 
 int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, int64_t *peak, mp_err *err)
 {
-    int32_t nn = sp->rg->nnodes, *off, *at, *last;
-    if (check_plan(sp, p, &last, err)) {
-        free(last);
+    int32_t nn = sp->rg->nnodes, *off, *at, *last, *maker;
+    if (check_plan(sp, p, &last, &maker, err)) {
+        free(last), free(maker);
         return -1;
     }
     int64_t *delta = calloc((size_t)nn + 2, sizeof *delta), *ends = calloc((size_t)nn + 2, sizeof *ends);
     if (!delta || !ends) {
-        free(delta), free(ends), free(last);
+        free(delta), free(ends), free(last), free(maker);
         return mp_fail(err, "out of memory counting a remat plan");
     }
     if (bucket_by_step(sp, p, &off, &at, err)) {
-        free(delta), free(ends), free(last);
+        free(delta), free(ends), free(last), free(maker);
         return -1;
     }
-    /* a retained span is alive at nodes from its start to S - 1 and in the phase
-     * before node S (ends[S]) up to its latest reader there, S its step */
+    /* a retained span is alive at nodes from its start (or its maker's step) to S - 1 and in the phase before
+     * node S (ends[S]) up to its latest reader there, S its step */
     for (int32_t s = 0; s < span_count(sp); s++) {
         if (last[s] < 0) continue;
         int32_t S = sp->cand[last[s]].step;
-        delta[mp_rspace_span_start(sp, s)] -= span_bytes(sp, s);
+        delta[maker[s] >= 0 ? sp->cand[maker[s]].step : mp_rspace_span_start(sp, s)] -= span_bytes(sp, s);
         delta[S] += span_bytes(sp, s);
         ends[S] += span_bytes(sp, s);
     }
@@ -203,10 +251,11 @@ int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, in
     for (int32_t t = 0; t < nn; t++) {
         away += delta[t];
         int64_t m = sp->base_live[t] - away;
-        /* the phase before node t: values of later recipes at t still away, each recipe's extra on top,
-         * retained values freed after their latest reader */
+        /* the phase before node t: values of later recipes at t still away, and those they keep, each
+         * recipe's extra on top, retained values freed after their latest reader */
         int64_t run = sp->base_between[t] - away + ends[t];
-        for (int32_t k = off[t]; k < off[t + 1]; k++) run -= sp->rg->bytes[sp->cand[at[k]].value];
+        for (int32_t k = off[t]; k < off[t + 1]; k++)
+            run -= sp->rg->bytes[sp->cand[at[k]].value] + mp_rspace_kept_bytes(sp, at[k]);
         for (int32_t k = off[t]; k < off[t + 1]; k++) {
             /* the recipe's stretches: after its last read of a value it reads last, that value is gone */
             const mp_rcand *c = &sp->cand[at[k]];
@@ -216,7 +265,7 @@ int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, in
                 int32_t s = r < c->nleave ? leave_span(sp, p, c, r) : -1;
                 if (s >= 0 && last[s] == at[k]) gone += span_bytes(sp, s);
             }
-            run += sp->rg->bytes[c->value] - gone;
+            run += sp->rg->bytes[c->value] + mp_rspace_kept_bytes(sp, at[k]) - gone;
         }
         if (step_peak) step_peak[t] = m;
         if (m > top) top = m;
@@ -225,6 +274,7 @@ int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, in
     free(delta);
     free(ends);
     free(last);
+    free(maker);
     free(off);
     free(at);
     return 0;
@@ -233,9 +283,10 @@ int mp_rplan_peak(const mp_rspace *sp, const mp_rplan *p, int64_t *step_peak, in
 int mp_rplan_emit(const mp_rspace *sp, const mp_rplan *p, mp_rsched *s, mp_err *err)
 {
     memset(s, 0, sizeof *s);
-    int32_t nn = sp->rg->nnodes, *off, *at, *last;
-    int bad = check_plan(sp, p, &last, err);
+    int32_t nn = sp->rg->nnodes, *off, *at, *last, *maker;
+    int bad = check_plan(sp, p, &last, &maker, err);
     free(last);
+    free(maker);
     if (bad) return -1;
     if (bucket_by_step(sp, p, &off, &at, err)) return -1;
     int64_t n = nn;

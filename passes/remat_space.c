@@ -4,7 +4,8 @@
  * the recipe that brings it back (or, retaining, the producer alone, or on
  * small graphs the nodes near it), with the values it may free as it runs. Four
  * passes: uses and last uses, store-everything counts, groups, candidates
- * (latest producer first, so that chains cascade into earlier values). */
+ * (latest producer first, so that chains cascade into earlier values; then,
+ * on small graphs, the recipes again keeping what they make for later ones). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +15,7 @@ mp_rspace_opts mp_rspace_defaults(void)
 {
     return (mp_rspace_opts){.max_candidates = 6, .max_gaps = 4, .max_recipe = 64, .min_fraction = 0,
                             .retain = true, .retain_over = INT32_MAX, .retain_nodes = 200,
-                            .wide_nodes = 32, .expand_nodes = 0, .every_step_nodes = 32};
+                            .wide_nodes = 32, .expand_nodes = 0, .every_step_nodes = 32, .keep_nodes = 32};
 }
 
 static bool flag(const uint8_t *a, int32_t i) { return a && a[i]; }
@@ -48,6 +49,7 @@ typedef struct tcand {
     int32_t nexpand, eoff; /* the values made inside, in epool */
     int32_t nretain, toff;
     int32_t nleave, loff, poff; /* leave values in lpool, their nleave + 1 peaks in ppool */
+    int32_t keep;               /* mp_rcand.keep */
     double cost;
     int64_t peak;
 } tcand;
@@ -61,6 +63,7 @@ typedef struct build {
     int32_t stamp;
     ivec expand;              /* the values the recipe being built makes for itself although live at q */
     int32_t hold;             /* a dead value the recipe being built retains wherever it reads it, -1 none */
+    int32_t keep;             /* a value the recipe being built makes and keeps for later recipes, -1 none */
     uint8_t *inside;          /* nvalues: 1 for those values */
     ivec rec, front, ret;     /* the recipe being built; ret: the dead inputs a retaining one keeps */
     ivec depth;               /* beside rec: each node's distance from the value's producer */
@@ -304,6 +307,11 @@ int32_t mp_rspace_group(const mp_rspace *sp, int32_t v, int32_t q)
     return -1;
 }
 
+int64_t mp_rspace_kept_bytes(const mp_rspace *sp, int32_t c)
+{
+    return sp->cand[c].keep >= 0 ? sp->rg->bytes[sp->cand[c].keep] : 0;
+}
+
 bool mp_rcand_leaves(const mp_rcand *c, int32_t x)
 {
     for (int32_t k = 0; k < c->nleave; k++)
@@ -416,7 +424,7 @@ static bool retained(const build *b, int32_t x)
 }
 
 /* Extra bytes while the recipe runs: intermediates freed after their last use
- * in the recipe, dead unused outputs right after their entry, w kept.
+ * in the recipe, dead unused outputs right after their entry, w (and b->keep) kept.
  * b->profile gets the bytes at each entry (the caller sized it). */
 static int64_t recipe_peak(build *b, int32_t w, int32_t q)
 {
@@ -426,7 +434,8 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q)
         int32_t r = b->rec.a[i];
         for (int32_t k = rg->in_off[r]; k < rg->in_off[r + 1]; k++) {
             int32_t x = rg->in[k];
-            if (rg->producer[x] >= 0 && !live_for(b, x, q) && !retained(b, x)) /* retained ones are not its own */
+            /* retained ones are not its own; the one it keeps stays */
+            if (rg->producer[x] >= 0 && !live_for(b, x, q) && !retained(b, x) && x != b->keep)
                 b->val_mark[x] = s, b->dead_last[x] = i;
         }
     }
@@ -445,7 +454,7 @@ static int64_t recipe_peak(build *b, int32_t w, int32_t q)
         }
         for (int32_t k = rg->out_off[r]; k < rg->out_off[r + 1]; k++) {
             int32_t y = rg->out[k];
-            if (y != w && !live_for(b, y, q) && b->val_mark[y] != s) cur -= rg->bytes[y];
+            if (y != w && y != b->keep && !live_for(b, y, q) && b->val_mark[y] != s) cur -= rg->bytes[y];
         }
     }
     return peak;
@@ -503,7 +512,8 @@ static int add_cand(build *b, int32_t w, int32_t q, int32_t group, mp_err *err)
     tcand *c = &b->tc[b->ntc++];
     *c = (tcand){.value = w, .step = q, .group = group, .nrecipe = b->rec.n, .roff = b->rpool.n, .nfront = b->front.n,
                  .foff = b->fpool.n, .nexpand = b->expand.n, .eoff = b->epool.n, .nretain = b->ret.n,
-                 .toff = b->tpool.n, .peak = recipe_peak(b, w, q), .loff = b->lpool.n, .poff = b->np};
+                 .toff = b->tpool.n, .peak = recipe_peak(b, w, q), .loff = b->lpool.n, .poff = b->np,
+                 .keep = b->keep};
     for (int32_t i = 0; i < b->rec.n; i++) {
         c->cost += b->rg->cost ? b->rg->cost[b->rec.a[i]] : 0;
         if (!ivec_push(&b->rpool, b->rec.a[i])) return mp_fail(err, "out of memory building the remat space");
@@ -545,7 +555,7 @@ static bool offered(const build *b, int32_t from, int32_t step)
  * `whole`) wherever a recipe node reads it, rerunning the rest: x runs over
  * the outputs of the whole recipe's nodes but w's producer (one the recipe
  * does not read leaves the whole recipe, not offered again). */
-static int add_holds(build *b, int32_t w, int32_t step, int32_t group, int32_t whole, int32_t *count, mp_err *err)
+static int add_holds(build *b, int32_t w, int32_t step, int32_t group, int32_t whole, mp_err *err)
 {
     const mp_rgraph *rg = b->rg;
     const tcand *t = &b->tc[whole];
@@ -553,9 +563,8 @@ static int add_holds(build *b, int32_t w, int32_t step, int32_t group, int32_t w
     for (int32_t j = 0; j < nrec - 1 && !rc; j++) /* the last node makes w */
         for (int32_t k = rg->out_off[b->rpool.a[roff + j]]; k < rg->out_off[b->rpool.a[roff + j] + 1] && !rc; k++) {
             b->hold = rg->out[k];
-            if (make_recipe(b, w, step, INT32_MAX) && b->rec.n > 1 && b->rec.n < nrec && !offered(b, whole, step) &&
-                !(rc = add_cand(b, w, step, group, err)))
-                ++*count;
+            if (make_recipe(b, w, step, INT32_MAX) && b->rec.n > 1 && b->rec.n < nrec && !offered(b, whole, step))
+                rc = add_cand(b, w, step, group, err);
         }
     b->hold = -1;
     return rc;
@@ -566,17 +575,14 @@ static int add_holds(build *b, int32_t w, int32_t step, int32_t group, int32_t w
  * the away inputs of the recipe the last level grew. A level of one such
  * input is the made-inside candidate already offered, and a level that adds
  * no node, or passes max_recipe, ends the ladder. */
-static int add_deep(build *b, int32_t w, int32_t step, int32_t group, int32_t *count, mp_err *err)
+static int add_deep(build *b, int32_t w, int32_t step, int32_t group, mp_err *err)
 {
     const mp_rspace *sp = b->sp;
     int rc = 0;
     for (int32_t n = 0;;) {
         if (!make_recipe(b, w, step, INT32_MAX) || b->rec.n <= n) break;
         n = b->rec.n;
-        if (b->expand.n > 1) {
-            if ((rc = add_cand(b, w, step, group, err))) break;
-            ++*count;
-        }
+        if (b->expand.n > 1 && (rc = add_cand(b, w, step, group, err))) break;
         int32_t before = b->expand.n;
         for (int32_t f = 0; f < b->front.n; f++) {
             int32_t v = b->front.a[f], g = mp_rspace_group(sp, v, step);
@@ -589,6 +595,110 @@ static int add_deep(build *b, int32_t w, int32_t step, int32_t group, int32_t *c
     }
     clear_inside(b);
     return rc;
+}
+
+/* The recipe of candidate t into the builder again (rec, front, ret, the values it makes inside). */
+static bool restore(build *b, const tcand *t)
+{
+    b->rec.n = b->front.n = b->ret.n = 0;
+    clear_inside(b);
+    for (int32_t i = 0; i < t->nrecipe; i++)
+        if (!ivec_push(&b->rec, b->rpool.a[t->roff + i])) return false;
+    for (int32_t i = 0; i < t->nfront; i++)
+        if (!ivec_push(&b->front, b->fpool.a[t->foff + i])) return false;
+    for (int32_t i = 0; i < t->nretain; i++)
+        if (!ivec_push(&b->ret, b->tpool.a[t->toff + i])) return false;
+    for (int32_t i = 0; i < t->nexpand; i++)
+        if (!make_inside(b, b->epool.a[t->eoff + i])) return false;
+    return true;
+}
+
+/* CSR over values of the candidates tc[0 .. n) that may read each value retained: a dead one (mp_rcand.retain),
+ * or on small graphs an away one in its gap (the frontier). */
+static int readers_of(const build *b, int32_t n, int32_t **off, int32_t **at)
+{
+    int32_t nv = b->rg->nvalues, total = 0;
+    *off = calloc((size_t)nv + 2, sizeof **off);
+    if (!*off) return -1;
+    for (int32_t k = 0; k < n; k++) {
+        const tcand *t = &b->tc[k];
+        for (int32_t i = 0; i < t->nretain; i++) (*off)[b->tpool.a[t->toff + i] + 1]++, total++;
+        for (int32_t i = 0; i < t->nfront; i++) (*off)[b->fpool.a[t->foff + i] + 1]++, total++;
+    }
+    for (int32_t v = 0; v < nv; v++) (*off)[v + 1] += (*off)[v];
+    int32_t *fill = malloc(((size_t)nv + 1) * sizeof *fill);
+    *at = malloc(((size_t)total + 1) * sizeof **at);
+    if (!fill || !*at) {
+        free(fill);
+        return -1;
+    }
+    memcpy(fill, *off, (size_t)nv * sizeof *fill);
+    for (int32_t k = 0; k < n; k++) {
+        const tcand *t = &b->tc[k];
+        for (int32_t i = 0; i < t->nretain; i++) (*at)[fill[b->tpool.a[t->toff + i]]++] = k;
+        for (int32_t i = 0; i < t->nfront; i++) (*at)[fill[b->fpool.a[t->foff + i]]++] = k;
+    }
+    free(fill);
+    return 0;
+}
+
+/* May a candidate of readers_of read x retained after t made it? A dead x at
+ * any later place (a later step, or t's step and a later group); one made
+ * inside, in its gap, only at t's step (it comes back after that step). */
+static bool read_after(const build *b, const tcand *t, int32_t x, const int32_t *off, const int32_t *at)
+{
+    bool dead = b->sp->last_use[x] < t->step;
+    for (int32_t k = off[x]; k < off[x + 1]; k++) {
+        const tcand *r = &b->tc[at[k]];
+        bool later = r->step > t->step || (r->step == t->step && r->group > t->group);
+        if (later && (dead || r->step == t->step)) return true; /* dead: r retains it (frontiers are live) */
+    }
+    return false;
+}
+
+/* On small graphs, a recipe that makes a value dead or away at its step (an
+ * intermediate, freed after its last read) is offered again keeping it
+ * (mp_rcand.keep) where a later recipe may read it retained: one rerun then
+ * feeds both, where each recipe rerunning it costs twice, as Checkmate's
+ * orders do (0, 1, 2, 3 rerun once before a node, where the recipes of 1, 2
+ * and 3 each reran 0). After every candidate exists: the readers may come
+ * back at later steps, in groups made earlier. */
+static int add_makers(build *b, mp_err *err)
+{
+    const mp_rgraph *rg = b->rg;
+    int32_t n = b->ntc, *off = NULL, *at = NULL;
+    int rc = readers_of(b, n, &off, &at) ? mp_fail(err, "out of memory building the remat space") : 0;
+    for (int32_t k = 0; k < n && !rc; k++) {
+        tcand t = b->tc[k]; /* a copy: add_cand may move tc */
+        for (int32_t j = 0; j + 1 < t.nrecipe && !rc; j++) { /* the last node makes the candidate's value */
+            int32_t r = b->rpool.a[t.roff + j];
+            for (int32_t o = rg->out_off[r]; o < rg->out_off[r + 1] && !rc; o++) {
+                int32_t x = rg->out[o];
+                bool inside = false;
+                for (int32_t i = 0; i < t.nexpand; i++) inside |= b->epool.a[t.eoff + i] == x;
+                if (!(inside || b->sp->last_use[x] < t.step) || !read_after(b, &t, x, off, at)) continue;
+                if (!restore(b, &t)) {
+                    rc = mp_fail(err, "out of memory building the remat space");
+                    break;
+                }
+                b->keep = x;
+                rc = add_cand(b, t.value, t.step, t.group, err);
+                b->keep = -1;
+            }
+        }
+    }
+    clear_inside(b);
+    free(off);
+    free(at);
+    return rc;
+}
+
+static int cmp_tcand(const void *a, const void *b) /* by group, then step, then the order they were made */
+{
+    const tcand *x = a, *y = b;
+    if (x->group != y->group) return (x->group > y->group) - (x->group < y->group);
+    if (x->step != y->step) return (x->step > y->step) - (x->step < y->step);
+    return (x->roff > y->roff) - (x->roff < y->roff);
 }
 
 /* pass 4: candidates, latest group first. Q(g) starts as {b_g} (on small
@@ -606,10 +716,9 @@ static int find_candidates(build *b, mp_err *err)
     bool wide = b->rg->nnodes <= b->o.wide_nodes, every = b->rg->nnodes <= b->o.every_step_nodes;
     int32_t nd = sp->ndrop, maxc = every ? INT32_MAX : b->o.max_candidates;
     ivec *Q = calloc((size_t)nd + 1, sizeof *Q);
-    int32_t *first = malloc(((size_t)nd + 1) * sizeof *first), *count = calloc((size_t)nd + 1, sizeof *count);
     uint8_t *take = malloc((size_t)b->rg->nnodes + 1);
     int rc = -1;
-    if (!Q || !first || !count || !take) {
+    if (!Q || !take) {
         mp_fail(err, "out of memory building the remat space");
         goto done;
     }
@@ -640,7 +749,6 @@ static int find_candidates(build *b, mp_err *err)
             if ((take[k] = left > 0 && !(q->a[k] & 1))) left--;
         for (int32_t k = n - 1; k >= 0 && left > 0; k--)
             if (!take[k]) take[k] = 1, left--;
-        first[i] = b->ntc;
         for (int32_t k = 0; k < n; k++) {
             int32_t step = q->a[k] >> 1, sec = !b->largest[i] || (q->a[k] & 1);
             if (!take[k]) continue;
@@ -648,7 +756,6 @@ static int find_candidates(build *b, mp_err *err)
             for (int32_t r = 0; r < b->depth.n; r++) deepest = b->depth.a[r] > deepest ? b->depth.a[r] : deepest;
             if (whole) {
                 if (add_cand(b, w, step, i, err)) goto done;
-                count[i]++;
                 if (!share_step(b, Q, step, sec)) goto oom;
             }
             /* a third way, when the recipe is not offered (or reruns more than retain_over nodes):
@@ -656,7 +763,6 @@ static int find_candidates(build *b, mp_err *err)
             if (b->o.retain && whole != 1 && (whole == 0 || whole > b->o.retain_over)) {
                 bool ok = make_recipe(b, w, step, 0);
                 if (ok && add_cand(b, w, step, i, err)) goto done;
-                count[i] += ok;
                 if (ok && !share_step(b, Q, step, sec)) goto oom;
             }
             /* on small graphs, recipes cut short: the nodes within d steps of the producer rerun, the dead values
@@ -665,12 +771,11 @@ static int find_candidates(build *b, mp_err *err)
                 if (!make_recipe(b, w, step, d) || b->rec.n <= last || b->rec.n >= whole) continue;
                 last = b->rec.n;
                 if (add_cand(b, w, step, i, err)) goto done;
-                count[i]++;
                 if (!share_step(b, Q, step, sec)) goto oom;
             }
             /* and recipes that retain one dead value wherever they read it, rerunning the rest (a cut the depths
              * miss when the value is read at several) */
-            if (b->o.retain && wide && whole > 2 && add_holds(b, w, step, i, base, &count[i], err)) goto done;
+            if (b->o.retain && wide && whole > 2 && add_holds(b, w, step, i, base, err)) goto done;
             /* a second way, on small graphs (or up to expand_nodes): a frontier input that is away at step (its gap
              * runs past it) made inside the recipe and freed after its read, as DTR does; these add no steps */
             for (int32_t f = 0; whole && f < b->tc[base].nfront && (wide || b->rg->nnodes <= b->o.expand_nodes); f++) {
@@ -679,15 +784,17 @@ static int find_candidates(build *b, mp_err *err)
                 if (!make_inside(b, v)) goto oom;
                 bool ok = make_recipe(b, w, step, INT32_MAX) && b->rec.n > b->tc[base].nrecipe;
                 if (ok && add_cand(b, w, step, i, err)) goto done;
-                count[i] += ok;
                 clear_inside(b);
             }
             /* on small graphs also recipes that make every away input for themselves, then those inputs' own,
              * level by level back to what is present (DTR's reruns from a checkpoint, freeing as they go) */
-            if (whole && wide && add_deep(b, w, step, i, &count[i], err)) goto done;
+            if (whole && wide && add_deep(b, w, step, i, err)) goto done;
         }
     }
-    /* lay the candidates out in drop order; recipes, frontiers and retained values stay in their pools */
+    if (b->rg->nnodes <= b->o.keep_nodes && add_makers(b, err)) goto done;
+    /* lay the candidates out in drop order, each group's by step; recipes, frontiers and retained values stay in
+     * their pools */
+    qsort(b->tc, (size_t)b->ntc, sizeof *b->tc, cmp_tcand);
     sp->ncand = b->ntc;
     sp->cand = calloc((size_t)b->ntc + 1, sizeof *sp->cand);
     int32_t *rp = malloc(((size_t)b->rpool.n + 1) * sizeof *rp), *fp = malloc(((size_t)b->fpool.n + 1) * sizeof *fp);
@@ -704,15 +811,16 @@ static int find_candidates(build *b, mp_err *err)
         goto oom;
     }
     int32_t nc = 0, nr = 0, nf = 0, ne = 0, nt = 0, nl = 0, npk = 0;
-    for (int32_t i = 0; i < nd; i++) {
+    for (int32_t i = 0, k = 0; i < nd; i++) {
         sp->cand_off[i] = nc;
-        for (int32_t k = first[i]; k < first[i] + count[i]; k++) {
+        for (; k < b->ntc && b->tc[k].group == i; k++) {
             const tcand *t = &b->tc[k];
             mp_rcand *c = &sp->cand[nc++];
             *c = (mp_rcand){.value = t->value, .step = t->step, .group = t->group, .nrecipe = t->nrecipe, .recipe = rp + nr,
                             .cost = t->cost, .recipe_peak = t->peak, .nfront = t->nfront, .front = fp + nf,
                             .nleave = t->nleave, .leave = lp + nl, .leave_peak = pp + npk,
-                            .nexpand = t->nexpand, .expand = ep + ne, .nretain = t->nretain, .retain = tp + nt};
+                            .nexpand = t->nexpand, .expand = ep + ne, .nretain = t->nretain, .retain = tp + nt,
+                            .keep = t->keep};
             if (t->nexpand) memcpy(ep + ne, b->epool.a + t->eoff, (size_t)t->nexpand * sizeof *ep);
             ne += t->nexpand;
             if (t->nretain) memcpy(tp + nt, b->tpool.a + t->toff, (size_t)t->nretain * sizeof *tp);
@@ -739,8 +847,6 @@ oom:
 done:
     for (int32_t i = 0; Q && i < nd; i++) free(Q[i].a);
     free(Q);
-    free(first);
-    free(count);
     free(take);
     return rc;
 }
@@ -749,7 +855,7 @@ int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp,
 {
     memset(sp, 0, sizeof *sp);
     if (check_graph(rg, err)) return -1;
-    build b = {.rg = rg, .sp = sp, .o = o ? *o : mp_rspace_defaults(), .hold = -1};
+    build b = {.rg = rg, .sp = sp, .o = o ? *o : mp_rspace_defaults(), .hold = -1, .keep = -1};
     if (b.o.max_candidates < 1) b.o.max_candidates = 1;
     if (b.o.max_recipe < 1) b.o.max_recipe = 1;
     if (b.o.max_gaps < 1) b.o.max_gaps = 1;

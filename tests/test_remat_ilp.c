@@ -318,7 +318,7 @@ START_TEST(oracle)
     int32_t repairs = 0, repaired = 0, repaired_least = 0, proof_raised = 0, near_cheaper = 0, first_searched = 0;
     int32_t cut = 0;
     int32_t bounded = 0, tight = 0, peak_tight = 0, bound_tight = 0, retaining = 0, retain_cheaper = 0, retain_dearer = 0;
-    int32_t gap_kept = 0, gap_cheaper = 0, more_cands = 0, deep = 0;
+    int32_t gap_kept = 0, gap_cheaper = 0, more_cands = 0, deep = 0, keeping = 0, keep_chosen = 0;
     for (uint64_t seed = 1; tested < 250; seed++) {
         ck_assert_msg(seed < 2000, "too few instances small enough to enumerate");
         tgraph tg;
@@ -350,6 +350,7 @@ START_TEST(oracle)
         for (int32_t c = 0; c < sp.ncand; c++) {
             inside += sp.cand[c].nexpand > 0, deep += sp.cand[c].nexpand > 1;
             retaining += sp.cand[c].nretain > 0;
+            keeping += sp.cand[c].keep >= 0;
         }
         /* the space without retention, to see what it buys */
         mp_rspace_opts o0 = so;
@@ -386,7 +387,8 @@ START_TEST(oracle)
             const mp_rcand *c1 = &sp1.cand[k];
             int32_t g = mp_rspace_group(&sp, c1->value, c1->step), j = g < 0 ? sp.cand_off[sp.ndrop] : sp.cand_off[g];
             while (j < sp.cand_off[g + 1] && (sp.cand[j].step != c1->step || sp.cand[j].nexpand != c1->nexpand ||
-                                              sp.cand[j].nretain != c1->nretain || sp.cand[j].nrecipe != c1->nrecipe ||
+                                              sp.cand[j].nretain != c1->nretain || sp.cand[j].keep != c1->keep ||
+                                              sp.cand[j].nrecipe != c1->nrecipe ||
                                               memcmp(sp.cand[j].recipe, c1->recipe, (size_t)c1->nrecipe * sizeof *c1->recipe) ||
                                               (c1->nexpand && sp.cand[j].expand[0] != c1->expand[0])))
                 j++;
@@ -468,6 +470,10 @@ START_TEST(oracle)
                               "above the least cost %g", (unsigned long long)seed, (long long)b[k], info.gomory_bound,
                               want);
             cut += info.gomory_cuts > 0;
+            bool keeps = false; /* the optimal plan reruns a shared intermediate once for several recipes */
+            for (int32_t i = 0; plans[k].choice && i < sp.ndrop; i++)
+                keeps |= plans[k].choice[i] >= 0 && sp.cand[plans[k].choice[i]].keep >= 0;
+            keep_chosen += keeps;
             ck_assert(obj <= prev); /* monotone */
             double single = oracle_cost(oc1, n1, b[k]);
             ck_assert_msg(want <= single, "seed %llu budget %lld: groups %g, one gap %g", (unsigned long long)seed,
@@ -544,6 +550,10 @@ START_TEST(oracle)
            "a recipe reads them, %d more candidates (recipes cut short or making inputs inside, %d of them several, level "
            "by level); cheaper than the narrow one at %d budgets, never dearer\n",
            gap_kept, more_cands, deep, gap_cheaper);
+    printf("oracle: %d candidates keep a value they make for later recipes; the optimal plan takes one at %d "
+           "budgets\n", keeping, keep_chosen);
+    ck_assert_int_ge(keeping, 50);
+    ck_assert_int_ge(keep_chosen, 5);
     ck_assert_int_ge(gap_cheaper, 10);
     ck_assert_int_ge(proof_raised, 50);
     ck_assert_int_ge(near_cheaper, 20);
@@ -670,11 +680,10 @@ START_TEST(checkmate)
            above, below, peak_above, outside, bound_tight, given_equal, given_below);
     ck_assert_int_ge(equal, budgets * 9 / 10);
     if (by_hand) return;
-    /* 98.6 %; 96.2 % without the wide space (wide_nodes), 80 % without retaining candidates everywhere either */
-    ck_assert_int_ge(equal, budgets * 98 / 100);
-    /* the order given reaches Checkmate's optimum where the space's recipes rerun a shared intermediate twice
-     * (pruning keeps the first instance): 498 of 499 */
-    ck_assert_int_ge(given_equal, budgets * 99 / 100);
+    /* every budget: 98.6 % without recipes keeping what they make for later ones (keep_nodes), 96.2 % without
+     * the wide space either (wide_nodes), 80 % without retaining candidates everywhere */
+    ck_assert_int_eq(equal, budgets);
+    ck_assert_int_eq(given_equal, budgets); /* the order given, pruned, never costs more than the plan */
     /* 6-14 of 700 from run to run, with the machine's load: the budgets just below the wide space's least peak
      * are the hardest to prove empty */
     ck_assert_int_le(unsolved, graphs * 21 / 100);
@@ -747,6 +756,68 @@ START_TEST(deep)
     ck_assert(made[0] == 3 && made[1] == 2 && made[2] == 1 && made[3] == 0 && x == 22);
     mp_rsched_free(&s);
     mp_rplan_free(&p);
+    mp_rspace_free(&sp);
+    mp_rgraph_free(&rg);
+    tg_free(&tg);
+}
+END_TEST
+
+/* a (10 B, cost 5), b = f(a) (20 B), c = f(b, a) (40 B), d = f(c) (50 B),
+ * each but a of cost 1, then the backward: g = f(d) and a node reading g, c
+ * and b, so b and c come back in one phase before it. At the least peak
+ * (90 B: c and d at d's step, b away) c must be away at g's step too, and a,
+ * dead since c's producer, feeds both recipes: b's recipe keeping a for c's
+ * (its producer alone, reading a retained) reruns a once (7) where each
+ * recipe rerunning it costs it twice (12), and keeping a from its last use
+ * passes the budget. At every budget from the least peak to store
+ * everything the space's least cost is Checkmate's. */
+START_TEST(shared)
+{
+    tgraph tg = {0};
+    int32_t a = tg_node(&tg, NULL, 0, 10, 5, true), b = tg_node(&tg, &a, 1, 20, 1, true);
+    int32_t c = tg_node(&tg, (const int32_t[]){b, a}, 2, 40, 1, true), d = tg_node(&tg, &c, 1, 50, 1, true);
+    int32_t g = tg_node(&tg, &d, 1, 1, 1, false), h = tg_node(&tg, (const int32_t[]){g, c, b}, 3, 1, 1, false);
+    tg.keep[h] = 1;
+    mp_rgraph rg;
+    to_rgraph(&tg, &rg);
+    mp_rspace sp, plain;
+    mp_err err = {""};
+    mp_rspace_opts ro = mp_rspace_defaults();
+    ck_assert_msg(!mp_rspace_build(&rg, &ro, &sp, &err), "%s", err.msg);
+    ro.keep_nodes = 0;
+    ck_assert_msg(!mp_rspace_build(&rg, &ro, &plain, &err), "%s", err.msg);
+    int32_t cheaper = 0, equal = 0, budgets = 0;
+    int64_t least = least_peak_checked(&sp);
+    ck_assert_int_eq(least, 90);
+    ck_assert_int_eq(least_peak_checked(&plain), 90); /* keeping lowers the cost, not the peak, here */
+    for (int64_t B = least; B <= sp.base_peak; B++) {
+        double x;
+        mp_rsched o;
+        mp_rsolve_info info;
+        mp_rplan p;
+        double with = solve_checked(&rg, &sp, B, &info, NULL, &p);
+        double without = solve_checked(&rg, &plain, B, &info, NULL, NULL);
+        ck_assert(with <= without);
+        budgets++;
+        if (checkmate_solve(&rg, B, 10, &x, &o) > 0) {
+            equal += fabs(with - x) < 1e-9;
+            mp_rsched_free(&o);
+        }
+        if (with < without) { /* a recipe keeps a for another */
+            ck_assert(with == 7 && without == 12);
+            cheaper++;
+            bool keeps = false;
+            for (int32_t i = 0; i < sp.ndrop; i++)
+                keeps |= p.choice[i] >= 0 && sp.cand[p.choice[i]].keep == a;
+            ck_assert(keeps);
+        }
+        mp_rplan_free(&p);
+    }
+    printf("shared: %d budgets, the least cost equal to Checkmate's at %d, below the space without keeping at %d\n",
+           budgets, equal, cheaper);
+    ck_assert_int_eq(equal, budgets);
+    ck_assert_int_ge(cheaper, 1);
+    mp_rspace_free(&plain);
     mp_rspace_free(&sp);
     mp_rgraph_free(&rg);
     tg_free(&tg);
@@ -1077,6 +1148,7 @@ int main(void)
     } else {
         tcase_add_test(tc, chain);
         tcase_add_test(tc, deep);
+        tcase_add_test(tc, shared);
         tcase_add_test(tc, sibling);
         tcase_add_test(tc, multigap);
         tcase_add_test(tc, oracle);
