@@ -794,7 +794,7 @@ static int find_candidates(build *b, mp_err *err)
     if (b->rg->nnodes <= b->o.keep_nodes && add_makers(b, err)) goto done;
     /* lay the candidates out in drop order, each group's by step; recipes, frontiers and retained values stay in
      * their pools */
-    qsort(b->tc, (size_t)b->ntc, sizeof *b->tc, cmp_tcand);
+    if (b->ntc) qsort(b->tc, (size_t)b->ntc, sizeof *b->tc, cmp_tcand);
     sp->ncand = b->ntc;
     sp->cand = calloc((size_t)b->ntc + 1, sizeof *sp->cand);
     int32_t *rp = malloc(((size_t)b->rpool.n + 1) * sizeof *rp), *fp = malloc(((size_t)b->fpool.n + 1) * sizeof *fp);
