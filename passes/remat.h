@@ -237,8 +237,17 @@ typedef struct mp_rspace {
 int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp, mp_err *err);
 void mp_rspace_free(mp_rspace *sp);
 
-/* The bytes of the value candidate c keeps for later recipes (mp_rcand.keep), 0 when none. */
+/* The bytes of the value candidate c keeps for later recipes (mp_rcand.keep), 0 when none, and the span it
+ * keeps it in (mp_rspace_span at its step), -1 when none. */
 int64_t mp_rspace_kept_bytes(const mp_rspace *sp, int32_t c);
+int32_t mp_rspace_kept_span(const mp_rspace *sp, int32_t c);
+
+/* Does a recipe at (step, group) run after one at (step0, group0)? Before a node the chosen recipes run by step,
+ * and within a step in group (producer) order. */
+static inline bool mp_rspace_runs_after(int32_t step, int32_t group, int32_t step0, int32_t group0)
+{
+    return step > step0 || (step == step0 && group > group0);
+}
 
 /* May c's recipe free x after its last read of it (x is one of c->leave)? */
 bool mp_rcand_leaves(const mp_rcand *c, int32_t x);

@@ -478,13 +478,6 @@ static int add_phase_rows(ilp *m, int32_t q, const int32_t *cat, int32_t from, i
     return 0;
 }
 
-/* Does entry e's reader run at or before candidate c (the same step and an earlier or the same group)? */
-static bool reads_before(const ilp *m, int32_t e, const mp_rcand *c)
-{
-    const ret_entry *r = &m->ret[e];
-    return r->step < c->step || (r->step == c->step && r->group <= c->group);
-}
-
 /* A recipe keeping a value it makes (mp_rcand.keep) starts the value's span
  * at its step: the span's only maker, x_m summed <= 1; a reader after it
  * (in a gap, at its step), x_m <= sum of their x; none at or before it,
@@ -500,7 +493,7 @@ static int add_maker_rows(ilp *m)
     int rc = one && byg ? 0 : -1;
     for (int32_t c = 0; c < sp->ncand && !rc; c++) {
         const mp_rcand *mk = &sp->cand[c];
-        int32_t s = mk->keep >= 0 ? mp_rspace_span(sp, mk->keep, mk->step) : -1;
+        int32_t s = mp_rspace_kept_span(sp, c);
         if (s < 0) continue;
         bool gap = s >= sp->rg->nvalues;
         if (!one[s]) one[s] = new_row(m, GLP_UP, 0, 1);
@@ -509,7 +502,7 @@ static int add_maker_rows(ilp *m)
         int32_t later = -1; /* in a gap: the first entry at a later step */
         for (int32_t e = m->ret_first[s]; e < m->ret_first[s + 1] && !rc; e++) {
             const ret_entry *r = &m->ret[e];
-            if (!reads_before(m, e, mk)) {
+            if (mp_rspace_runs_after(r->step, r->group, mk->step, mk->group)) {
                 if (!gap || r->step == mk->step) rc = put(m, after, r->cand + 1, -1);
                 else if (later < 0) later = e;
                 continue;
@@ -693,7 +686,7 @@ static int build_model(ilp *m, mp_err *err)
     }
     for (int32_t c = 0; c < nc; c++) { /* its value, and the one it keeps (add_maker_rows): one entry per row */
         const mp_rcand *rc = &sp->cand[c];
-        int32_t s = rc->keep >= 0 ? mp_rspace_span(sp, rc->keep, rc->step) : -1, ks = next[rc->step];
+        int32_t s = mp_rspace_kept_span(sp, c), ks = next[rc->step];
         int32_t at[3] = {next[sp->gap_start[rc->group] + 1], s >= 0 ? next[mp_rspace_span_start(sp, s)] : ks, ks};
         double v[3] = {-(double)vbytes(sp, c) / u, s >= 0 ? -(double)sp->rg->bytes[rc->keep] / u : 0, 0};
         v[2] = -v[0] - v[1];
@@ -735,7 +728,7 @@ static int build_model(ilp *m, mp_err *err)
                 if (y == cc->value || y == cc->keep || s < 0) continue;
                 int32_t e = m->ret_first[s];
                 while (e < m->ret_first[s + 1] &&
-                       (m->ret[e].step < cc->step || (m->ret[e].step == cc->step && m->ret[e].group < cc->group)))
+                       mp_rspace_runs_after(cc->step, cc->group, m->ret[e].step, m->ret[e].group))
                     e++;
                 if (e == m->ret_first[s + 1]) continue;
                 int row = new_row(m, GLP_UP, 0, 1);
@@ -787,7 +780,7 @@ static int plan_columns(const ilp *m, const int32_t *choice, int64_t peak, doubl
         x[c + 1] = 1;
         delta[sp->gap_start[sp->cand[c].group] + 1] += vbytes(sp, c);
         delta[sp->cand[c].step] -= vbytes(sp, c);
-        int32_t s = sp->cand[c].keep >= 0 ? mp_rspace_span(sp, sp->cand[c].keep, sp->cand[c].step) : -1;
+        int32_t s = mp_rspace_kept_span(sp, c);
         if (s >= 0) { /* a value it keeps: away from its span's start to here */
             delta[mp_rspace_span_start(sp, s)] += sp->rg->bytes[sp->cand[c].keep];
             delta[sp->cand[c].step] -= sp->rg->bytes[sp->cand[c].keep];

@@ -33,10 +33,10 @@ static int32_t back_at(const mp_rspace *sp, const mp_rplan *p, int32_t i)
     return i < 0 || p->choice[i] < 0 ? -1 : sp->cand[p->choice[i]].step;
 }
 
-/* Does candidate a run after candidate b? Recipes run by step, and within a step in group order. */
+/* Does candidate a run after candidate b? */
 static bool runs_after(const mp_rcand *a, const mp_rcand *b)
 {
-    return a->step > b->step || (a->step == b->step && a->group > b->group);
+    return mp_rspace_runs_after(a->step, a->group, b->step, b->group);
 }
 
 /* The retained spans of a plan (mp_rspace_span): a value retained after its
@@ -112,7 +112,7 @@ static int check_makers(const mp_rspace *sp, const mp_rplan *p, const int32_t *l
     for (int32_t s = 0; s < span_count(sp); s++) (*maker)[s] = -1;
     for (int32_t i = 0; i < sp->ndrop; i++) {
         const mp_rcand *c = p->choice[i] < 0 ? NULL : &sp->cand[p->choice[i]];
-        int32_t s = c && c->keep >= 0 ? mp_rspace_span(sp, c->keep, c->step) : -1;
+        int32_t s = c ? mp_rspace_kept_span(sp, p->choice[i]) : -1;
         if (s >= 0 && (*maker)[s] >= 0)
             return mp_fail(err, "remat plan: recomputing values %d and %d both make value %d (output of '%s') to "
                            "keep it",

@@ -312,6 +312,11 @@ int64_t mp_rspace_kept_bytes(const mp_rspace *sp, int32_t c)
     return sp->cand[c].keep >= 0 ? sp->rg->bytes[sp->cand[c].keep] : 0;
 }
 
+int32_t mp_rspace_kept_span(const mp_rspace *sp, int32_t c)
+{
+    return sp->cand[c].keep >= 0 ? mp_rspace_span(sp, sp->cand[c].keep, sp->cand[c].step) : -1;
+}
+
 bool mp_rcand_leaves(const mp_rcand *c, int32_t x)
 {
     for (int32_t k = 0; k < c->nleave; k++)
@@ -650,8 +655,8 @@ static bool read_after(const build *b, const tcand *t, int32_t x, const int32_t 
     bool dead = b->sp->last_use[x] < t->step;
     for (int32_t k = off[x]; k < off[x + 1]; k++) {
         const tcand *r = &b->tc[at[k]];
-        bool later = r->step > t->step || (r->step == t->step && r->group > t->group);
-        if (later && (dead || r->step == t->step)) return true; /* dead: r retains it (frontiers are live) */
+        if (mp_rspace_runs_after(r->step, r->group, t->step, t->group) && (dead || r->step == t->step))
+            return true; /* dead: r retains it (frontiers are live) */
     }
     return false;
 }
