@@ -34,8 +34,9 @@
  *     latest chosen recipe reading it (Moccasin's retention intervals),
  *     instead of rerunning that input's cone; on small graphs also recipes
  *     cut short (the nodes within d steps of the producer rerun, the dead
- *     values deeper ones made retained, or one dead value retained wherever
- *     the recipe reads it), recipes that make every away input for
+ *     values deeper ones made retained, also with an away input made inside,
+ *     or one or two dead values retained wherever the recipe reads them),
+ *     recipes that make every away input for
  *     themselves, level by level, every step of a gap (gaps of one step
  *     too) a candidate step, and a droppable input away at q may
  *     be retained the same way inside its gap, from the gap's start until its

@@ -62,7 +62,7 @@ typedef struct build {
     int32_t *node_mark, *val_mark, *dead_last; /* stamped scratch */
     int32_t stamp;
     ivec expand;              /* the values the recipe being built makes for itself although live at q */
-    int32_t hold;             /* a dead value the recipe being built retains wherever it reads it, -1 none */
+    int32_t hold[2];          /* dead values the recipe being built retains wherever it reads them, -1 none */
     int32_t keep;             /* a value the recipe being built makes and keeps for later recipes, -1 none */
     uint8_t *inside;          /* nvalues: 1 for those values */
     ivec rec, front, ret;     /* the recipe being built; ret: the dead inputs a retaining one keeps */
@@ -364,14 +364,14 @@ static bool make_inside(build *b, int32_t v)
  * steps of w's producer rerun (0: the producer alone): the inputs that died
  * before q and come from deeper go to b->ret, kept alive until it runs (a
  * buffer overwritten in place, pinned, cannot be: then it is not offered,
- * nor when nothing is retained); so does b->hold at any depth. A value
+ * nor when nothing is retained); so do b->hold's at any depth. A value
  * retained while its producer reruns would be made twice: not offered. */
 static bool make_recipe(build *b, int32_t w, int32_t q, int32_t depth)
 {
     const mp_rgraph *rg = b->rg;
     const mp_rspace *sp = b->sp;
     int32_t s = ++b->stamp;
-    bool retain = depth < INT32_MAX || b->hold >= 0;
+    bool retain = depth < INT32_MAX || b->hold[0] >= 0;
     b->rec.n = b->front.n = b->ret.n = b->depth.n = 0;
     int32_t pw = rg->producer[w];
     if (!ivec_push(&b->rec, pw) || !ivec_push(&b->depth, 0)) return false;
@@ -390,7 +390,9 @@ static bool make_recipe(build *b, int32_t w, int32_t q, int32_t depth)
                 continue;
             }
             if (b->node_mark[px] == s) continue;
-            if (retain && (b->depth.a[i] >= depth || x == b->hold || !flag(rg->recomputable, px))) {
+            /* a value made inside is away, not dead: it reruns, never retained */
+            if (retain && !b->inside[x] && (b->depth.a[i] >= depth || x == b->hold[0] || x == b->hold[1] ||
+                           !flag(rg->recomputable, px))) {
                 if (flag(rg->pinned, x)) return false;
                 if (b->val_mark[x] == s) continue;
                 b->val_mark[x] = s;
@@ -544,35 +546,97 @@ static bool share_step(build *b, ivec *Q, int32_t step, int32_t sec)
     return true;
 }
 
-/* Does the recipe just built repeat one of the candidates of (w, step) from `from` on? */
+/* Does the recipe just built repeat one of the candidates of (w, step) from
+ * `from` on? The recipe and its step tell what it retains and makes inside. */
 static bool offered(const build *b, int32_t from, int32_t step)
 {
     for (int32_t k = from; k < b->ntc; k++) {
         const tcand *t = &b->tc[k];
-        if (t->step == step && t->nexpand == 0 && t->nrecipe == b->rec.n &&
+        if (t->step == step && t->keep == b->keep && t->nrecipe == b->rec.n &&
             !memcmp(b->rpool.a + t->roff, b->rec.a, (size_t)b->rec.n * sizeof *b->rec.a))
             return true;
     }
     return false;
 }
 
+/* The deepest level of the recipe just built (0: the producer alone). */
+static int32_t deepest_level(const build *b)
+{
+    int32_t deepest = 0;
+    for (int32_t r = 0; r < b->depth.n; r++) deepest = b->depth.a[r] > deepest ? b->depth.a[r] : deepest;
+    return deepest;
+}
+
+/* Recipes (w, step) cut short, on small graphs: the nodes within d steps of
+ * the producer rerun and the dead values the deeper ones made are retained,
+ * for each d below the whole recipe's deepest level (Checkmate's orders keep
+ * such a value to rerun the end of a chain). The values the builder makes
+ * inside stay made inside. With Q, their frontier inputs may come back at
+ * step too (share_step). Candidates from `base` on are not repeated. */
+static int add_cut_short(build *b, int32_t w, int32_t step, int32_t group, int32_t base, int32_t whole,
+                         int32_t deepest, ivec *Q, int32_t sec, mp_err *err)
+{
+    for (int32_t d = 1, last = 1; whole > 1 && d < deepest; d++) {
+        if (!make_recipe(b, w, step, d) || b->rec.n <= last || b->rec.n >= whole) continue;
+        last = b->rec.n;
+        if (offered(b, base, step)) continue; /* another chain of values made inside may give it */
+        if (add_cand(b, w, step, group, err)) return -1;
+        if (Q && !share_step(b, Q, step, sec)) return mp_fail(err, "out of memory building the remat space");
+    }
+    return 0;
+}
+
 /* Candidates (w, step) that retain one dead value x of the whole recipe (cand
- * `whole`) wherever a recipe node reads it, rerunning the rest: x runs over
- * the outputs of the whole recipe's nodes but w's producer (one the recipe
- * does not read leaves the whole recipe, not offered again). */
+ * `whole`), or two, wherever a recipe node reads them, rerunning the rest: x
+ * runs over the outputs of the whole recipe's nodes but w's producer (a
+ * recipe that repeats one offered is not offered again). Two: Checkmate's
+ * orders rerun the end of a chain that reads two values kept since their
+ * last use, one of them made deeper, which no depth cuts. */
 static int add_holds(build *b, int32_t w, int32_t step, int32_t group, int32_t whole, mp_err *err)
 {
     const mp_rgraph *rg = b->rg;
-    const tcand *t = &b->tc[whole];
-    int32_t nrec = t->nrecipe, roff = t->roff, rc = 0;
-    for (int32_t j = 0; j < nrec - 1 && !rc; j++) /* the last node makes w */
-        for (int32_t k = rg->out_off[b->rpool.a[roff + j]]; k < rg->out_off[b->rpool.a[roff + j] + 1] && !rc; k++) {
-            b->hold = rg->out[k];
+    int32_t nrec = b->tc[whole].nrecipe, roff = b->tc[whole].roff, nx = 0, rc = 0;
+    int32_t *x = malloc(((size_t)rg->out_off[rg->nnodes] + 1) * sizeof *x);
+    if (!x) return mp_fail(err, "out of memory building the remat space");
+    for (int32_t j = 0; j < nrec - 1; j++) /* the last node makes w */
+        for (int32_t k = rg->out_off[b->rpool.a[roff + j]]; k < rg->out_off[b->rpool.a[roff + j] + 1]; k++)
+            x[nx++] = rg->out[k];
+    for (int32_t i = 0; i < nx && !rc; i++)
+        for (int32_t j = i; j < nx && !rc; j++) { /* j == i: x[i] alone */
+            b->hold[0] = x[i], b->hold[1] = x[j];
             if (make_recipe(b, w, step, INT32_MAX) && b->rec.n > 1 && b->rec.n < nrec && !offered(b, whole, step))
                 rc = add_cand(b, w, step, group, err);
         }
-    b->hold = -1;
+    b->hold[0] = b->hold[1] = -1;
+    free(x);
     return rc;
+}
+
+/* Candidates (w, step) whose recipe makes a frontier input of the whole
+ * recipe (candidate `base`) inside although it is away at step (its gap runs
+ * past step), frees it after its read, as DTR does, and reads the rest where
+ * they are; on small graphs each is also cut short (the dead values deeper
+ * retained: Checkmate's orders rerun a chain's end from a value kept for it,
+ * making an away input on the way). These add no steps. (Making a second
+ * away input inside, one the first reads, gave one more of Checkmate's orders
+ * on 17 nodes, but left a 15-node graph's least peak unproven in 60 s.) */
+static int add_made_inside(build *b, int32_t w, int32_t step, int32_t group, int32_t base, mp_err *err)
+{
+    const mp_rspace *sp = b->sp;
+    bool wide = b->rg->nnodes <= b->o.wide_nodes;
+    int32_t nfront = b->tc[base].nfront, foff = b->tc[base].foff, nrec = b->tc[base].nrecipe;
+    for (int32_t f = 0; f < nfront; f++) {
+        int32_t v = b->fpool.a[foff + f], g = mp_rspace_group(sp, v, step);
+        if (step >= sp->gap_end[g]) continue; /* node step reads v: it cannot be away */
+        if (!make_inside(b, v)) return mp_fail(err, "out of memory building the remat space");
+        bool ok = make_recipe(b, w, step, INT32_MAX) && b->rec.n > nrec;
+        int rc = ok ? add_cand(b, w, step, group, err) : 0;
+        if (!rc && ok && wide && b->o.retain)
+            rc = add_cut_short(b, w, step, group, base, b->rec.n, deepest_level(b), NULL, 0, err);
+        clear_inside(b);
+        if (rc) return -1;
+    }
+    return 0;
 }
 
 /* Candidates (w, step) whose recipe makes every frontier input away at step
@@ -580,14 +644,14 @@ static int add_holds(build *b, int32_t w, int32_t step, int32_t group, int32_t w
  * the away inputs of the recipe the last level grew. A level of one such
  * input is the made-inside candidate already offered, and a level that adds
  * no node, or passes max_recipe, ends the ladder. */
-static int add_deep(build *b, int32_t w, int32_t step, int32_t group, mp_err *err)
+static int add_deep(build *b, int32_t w, int32_t step, int32_t group, int32_t base, mp_err *err)
 {
     const mp_rspace *sp = b->sp;
     int rc = 0;
     for (int32_t n = 0;;) {
         if (!make_recipe(b, w, step, INT32_MAX) || b->rec.n <= n) break;
         n = b->rec.n;
-        if (b->expand.n > 1 && (rc = add_cand(b, w, step, group, err))) break;
+        if (b->expand.n > 1 && !offered(b, base, step) && (rc = add_cand(b, w, step, group, err))) break;
         int32_t before = b->expand.n;
         for (int32_t f = 0; f < b->front.n; f++) {
             int32_t v = b->front.a[f], g = mp_rspace_group(sp, v, step);
@@ -757,8 +821,8 @@ static int find_candidates(build *b, mp_err *err)
         for (int32_t k = 0; k < n; k++) {
             int32_t step = q->a[k] >> 1, sec = !b->largest[i] || (q->a[k] & 1);
             if (!take[k]) continue;
-            int32_t base = b->ntc, whole = make_recipe(b, w, step, INT32_MAX) ? b->rec.n : 0, deepest = 0;
-            for (int32_t r = 0; r < b->depth.n; r++) deepest = b->depth.a[r] > deepest ? b->depth.a[r] : deepest;
+            int32_t base = b->ntc, whole = make_recipe(b, w, step, INT32_MAX) ? b->rec.n : 0;
+            int32_t deepest = deepest_level(b);
             if (whole) {
                 if (add_cand(b, w, step, i, err)) goto done;
                 if (!share_step(b, Q, step, sec)) goto oom;
@@ -770,30 +834,17 @@ static int find_candidates(build *b, mp_err *err)
                 if (ok && add_cand(b, w, step, i, err)) goto done;
                 if (ok && !share_step(b, Q, step, sec)) goto oom;
             }
-            /* on small graphs, recipes cut short: the nodes within d steps of the producer rerun, the dead values
-             * the deeper ones made are retained (Checkmate's orders keep such a value to rerun the end of a chain) */
-            for (int32_t d = 1, last = 1; b->o.retain && wide && whole > 1 && d < deepest; d++) {
-                if (!make_recipe(b, w, step, d) || b->rec.n <= last || b->rec.n >= whole) continue;
-                last = b->rec.n;
-                if (add_cand(b, w, step, i, err)) goto done;
-                if (!share_step(b, Q, step, sec)) goto oom;
-            }
+            if (b->o.retain && wide && add_cut_short(b, w, step, i, base, whole, deepest, Q, sec, err)) goto done;
             /* and recipes that retain one dead value wherever they read it, rerunning the rest (a cut the depths
              * miss when the value is read at several) */
             if (b->o.retain && wide && whole > 2 && add_holds(b, w, step, i, base, err)) goto done;
-            /* a second way, on small graphs (or up to expand_nodes): a frontier input that is away at step (its gap
-             * runs past it) made inside the recipe and freed after its read, as DTR does; these add no steps */
-            for (int32_t f = 0; whole && f < b->tc[base].nfront && (wide || b->rg->nnodes <= b->o.expand_nodes); f++) {
-                int32_t v = b->fpool.a[b->tc[base].foff + f], g = mp_rspace_group(sp, v, step);
-                if (step >= sp->gap_end[g]) continue; /* node step reads v: it cannot be away */
-                if (!make_inside(b, v)) goto oom;
-                bool ok = make_recipe(b, w, step, INT32_MAX) && b->rec.n > b->tc[base].nrecipe;
-                if (ok && add_cand(b, w, step, i, err)) goto done;
-                clear_inside(b);
-            }
+            /* a second way, on small graphs (or up to expand_nodes): a frontier input that is away at step made
+             * inside the recipe */
+            if (whole && (wide || b->rg->nnodes <= b->o.expand_nodes) && add_made_inside(b, w, step, i, base, err))
+                goto done;
             /* on small graphs also recipes that make every away input for themselves, then those inputs' own,
              * level by level back to what is present (DTR's reruns from a checkpoint, freeing as they go) */
-            if (whole && wide && add_deep(b, w, step, i, err)) goto done;
+            if (whole && wide && add_deep(b, w, step, i, base, err)) goto done;
         }
     }
     if (b->rg->nnodes <= b->o.keep_nodes && add_makers(b, err)) goto done;
@@ -860,7 +911,7 @@ int mp_rspace_build(const mp_rgraph *rg, const mp_rspace_opts *o, mp_rspace *sp,
 {
     memset(sp, 0, sizeof *sp);
     if (check_graph(rg, err)) return -1;
-    build b = {.rg = rg, .sp = sp, .o = o ? *o : mp_rspace_defaults(), .hold = -1, .keep = -1};
+    build b = {.rg = rg, .sp = sp, .o = o ? *o : mp_rspace_defaults(), .hold = {-1, -1}, .keep = -1};
     if (b.o.max_candidates < 1) b.o.max_candidates = 1;
     if (b.o.max_recipe < 1) b.o.max_recipe = 1;
     if (b.o.max_gaps < 1) b.o.max_gaps = 1;
