@@ -579,7 +579,7 @@ static int add_cut_short(build *b, int32_t w, int32_t step, int32_t group, int32
     for (int32_t d = 1, last = 1; whole > 1 && d < deepest; d++) {
         if (!make_recipe(b, w, step, d) || b->rec.n <= last || b->rec.n >= whole) continue;
         last = b->rec.n;
-        if (offered(b, base, step)) continue; /* another chain of values made inside may give it */
+        if (offered(b, base, step)) continue; /* another way to the same recipe offered it */
         if (add_cand(b, w, step, group, err)) return -1;
         if (Q && !share_step(b, Q, step, sec)) return mp_fail(err, "out of memory building the remat space");
     }
@@ -835,8 +835,8 @@ static int find_candidates(build *b, mp_err *err)
                 if (ok && !share_step(b, Q, step, sec)) goto oom;
             }
             if (b->o.retain && wide && add_cut_short(b, w, step, i, base, whole, deepest, Q, sec, err)) goto done;
-            /* and recipes that retain one dead value wherever they read it, rerunning the rest (a cut the depths
-             * miss when the value is read at several) */
+            /* and recipes that retain one or two dead values wherever they read them, rerunning the rest (cuts
+             * the depths miss) */
             if (b->o.retain && wide && whole > 2 && add_holds(b, w, step, i, base, err)) goto done;
             /* a second way, on small graphs (or up to expand_nodes): a frontier input that is away at step made
              * inside the recipe */
