@@ -907,7 +907,7 @@ START_TEST(cut_recipes)
         ck_assert_msg(!mp_rspace_build(&rg, NULL, &sp, &err), "%s", err.msg);
         double want;
         mp_rsched o;
-        ck_assert_int_eq(checkmate_solve(&rg, cases[k].budget, 60, &want, &o), 1);
+        ck_assert_int_eq(checkmate_solve(&rg, cases[k].budget, GUARD_SECONDS, &want, &o), 1);
         mp_rsched_free(&o);
         mp_rsolve_info info;
         mp_rplan p;
