@@ -1614,13 +1614,14 @@ int mp_remat_min_peak(const mp_rspace *sp, const mp_rsolve_opts *o, int64_t *pea
     return mp_remat_min_peak_range(sp, o, peak, &lower, p, err);
 }
 
-/* Below every plan's peak: the floor, raised to the min-peak LP's bound when
- * it finished, or to its branch and bound's where that went higher
- * (Moccasin's n100: 29,118 -> 31,823 bytes), less GLPK's relative tolerance. */
+/* Below every plan's peak: the floor, raised to the min-peak program's bound
+ * when its LP finished (so->bound: the LP's, raised by the branch and bound
+ * where it went higher, Moccasin's n100: 29,118 -> 31,823 bytes), less GLPK's
+ * relative tolerance. */
 static int64_t peak_lower(const mp_rspace *sp, const solve_out *so, mp_err *err, bool *ok)
 {
     int64_t lo = peak_floor(sp, err, ok);
-    double lp = fmax(so->lp_bound, so->bound) * (1 - 1e-9);
+    double lp = so->bound * (1 - 1e-9);
     if (*ok && so->lp_done && lp > (double)lo) lo = (int64_t)floor(lp);
     return lo;
 }
